@@ -1,0 +1,185 @@
+//! The congestion-control platform: the algorithm trait, the signals it sees, and the registry of
+//! named algorithms with typed, validated parameters.
+
+use crate::time::{Rate, Time};
+use std::sync::Arc;
+
+mod cubic;
+mod dctcp;
+mod newreno;
+
+pub use cubic::Cubic;
+pub use dctcp::Dctcp;
+pub use newreno::NewReno;
+
+/// Everything one ACK tells the sender, gathered by the transport's signal block.
+#[derive(Clone, Debug, Default)]
+pub struct AckSignals {
+    /// When the ACK arrived.
+    pub now: Time,
+    /// Bytes newly acknowledged by this ACK (cumulative advance plus newly SACKed bytes).
+    pub acked_bytes: u64,
+    /// Of `acked_bytes`, those the receiver reported as CE-marked (per-packet ECN echo).
+    pub ce_bytes: u64,
+    /// The ACK carried ECE.
+    pub ece: bool,
+    /// RTT sample from this ACK, if it acknowledged a segment with a usable timestamp.
+    pub rtt: Option<Time>,
+    /// Smallest RTT seen on the flow.
+    pub min_rtt: Time,
+    /// Smoothed RTT (RFC 6298).
+    pub srtt: Time,
+    /// Bytes in flight after processing this ACK.
+    pub in_flight: u64,
+    /// Highest cumulatively acknowledged sequence number (bytes) after this ACK.
+    pub snd_una: u64,
+    /// Next sequence number the sender will send new data from.
+    pub snd_nxt: u64,
+    /// The sender is in fast recovery or RTO recovery.
+    pub in_recovery: bool,
+}
+
+/// The sender's window state that algorithms read and write.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    /// Congestion window in bytes.
+    pub cwnd: u64,
+    /// Slow-start threshold in bytes.
+    pub ssthresh: u64,
+    /// Pacing rate the NIC's pacer enforces; `None` sends as the window allows.
+    pub pacing_rate: Option<Rate>,
+    /// Maximum segment size (payload bytes per packet).
+    pub mss: u64,
+}
+
+impl Window {
+    /// The smallest window a sender keeps (RFC 5681: one segment after a timeout, two otherwise).
+    pub fn min_cwnd(&self) -> u64 {
+        2 * self.mss
+    }
+}
+
+/// A congestion signal that is not a plain ACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CongestionEvent {
+    /// Loss detected by duplicate ACKs or SACK; the sender enters fast recovery.
+    FastRetransmit,
+    /// The retransmission timer expired.
+    Timeout,
+    /// A classic ECN echo (ECE), reacted to at most once per window.
+    Ecn,
+}
+
+/// How the algorithm wants ECN to be handled by the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EcnMode {
+    /// Packets are not ECN-capable.
+    Off,
+    /// RFC 3168: ECE until CWR; the transport calls `on_congestion(Ecn)` once per window.
+    Classic,
+    /// DCTCP-style: the receiver echoes each packet's CE mark; `ce_bytes` carries the count.
+    PerPacket,
+}
+
+/// What an algorithm knows about its flow when it is created.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowContext {
+    /// Maximum segment size in bytes.
+    pub mss: u64,
+    /// Initial window in bytes.
+    pub init_cwnd: u64,
+    /// The sender's host link rate.
+    pub link_rate: Rate,
+    /// Round-trip propagation plus serialization delay of the flow's path with no queueing.
+    pub base_rtt: Time,
+}
+
+/// One congestion-control algorithm instance, owning the state of one flow.
+pub trait CongestionControl: Send {
+    /// The registry name of the algorithm.
+    fn name(&self) -> &'static str;
+    /// How ECN must be handled for this flow.
+    fn ecn_mode(&self) -> EcnMode {
+        EcnMode::Off
+    }
+    /// Called on every ACK that acknowledges new data or carries signals.
+    fn on_ack(&mut self, ack: &AckSignals, win: &mut Window);
+    /// Called on loss detection, RTO, or a classic ECN echo.
+    fn on_congestion(&mut self, ev: CongestionEvent, now: Time, win: &mut Window);
+    /// Called at the interval the algorithm asked for with `tick_interval`.
+    fn on_tick(&mut self, _now: Time, _win: &mut Window) {}
+    /// A timer period for `on_tick`, if the algorithm needs one.
+    fn tick_interval(&self) -> Option<Time> {
+        None
+    }
+}
+
+/// Builds one algorithm instance per flow with parameters validated once.
+pub type CcFactory = Arc<dyn Fn(&FlowContext) -> Box<dyn CongestionControl> + Send + Sync>;
+
+/// A registered algorithm: its name, aliases, what it is, and its parameters.
+pub struct AlgorithmInfo {
+    /// The stable registry name.
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// One line on what it is.
+    pub summary: &'static str,
+    /// Parameters with their defaults, as `name = default  # meaning` lines.
+    pub params: &'static [(&'static str, &'static str)],
+    build: fn(&toml::Table) -> Result<CcFactory, String>,
+}
+
+/// Every algorithm sluice knows, in the order `sluice list` shows them.
+pub static REGISTRY: &[AlgorithmInfo] = &[
+    AlgorithmInfo {
+        name: "newreno",
+        aliases: &["reno"],
+        summary: "NewReno (RFC 5681/6582): slow start, AIMD, halving on loss",
+        params: newreno::PARAMS,
+        build: newreno::factory,
+    },
+    AlgorithmInfo {
+        name: "cubic",
+        aliases: &[],
+        summary: "CUBIC (RFC 9438): cubic window growth with a Reno-friendly region, beta 0.7",
+        params: cubic::PARAMS,
+        build: cubic::factory,
+    },
+    AlgorithmInfo {
+        name: "dctcp",
+        aliases: &[],
+        summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window",
+        params: dctcp::PARAMS,
+        build: dctcp::factory,
+    },
+];
+
+/// Finds an algorithm by name or alias.
+pub fn lookup(name: &str) -> Option<&'static AlgorithmInfo> {
+    REGISTRY.iter().find(|a| a.name == name || a.aliases.contains(&name))
+}
+
+/// The names a user may write, for error messages.
+pub fn known_names() -> String {
+    REGISTRY.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Validates `params` for algorithm `name` and returns a per-flow constructor.
+pub fn factory(name: &str, params: &toml::Table) -> Result<CcFactory, String> {
+    let info = lookup(name).ok_or_else(|| format!("unknown congestion control \"{name}\"; expected one of: {}", known_names()))?;
+    (info.build)(params)
+}
+
+/// Deserializes an algorithm's parameter table, naming the offending key on error.
+pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(params: &toml::Table) -> Result<T, String> {
+    let v = toml::Value::Table(params.clone());
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." || path.is_empty() {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}

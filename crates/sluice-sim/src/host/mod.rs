@@ -1,0 +1,3 @@
+//! Hosts: the NIC that carries the CC engine (scheduling across flows, pacing).
+
+pub mod nic;

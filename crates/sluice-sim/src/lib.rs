@@ -1,0 +1,14 @@
+//! sluice-sim: a packet-level datacenter network simulator with a pluggable congestion-control
+//! platform. Build a [`world::World`] from a [`scenario`], run it, and read [`metrics`].
+
+pub mod cc;
+pub mod event;
+pub mod host;
+pub mod metrics;
+pub mod net;
+pub mod packet;
+pub mod scenario;
+pub mod time;
+pub mod transport;
+pub mod workload;
+pub mod world;

@@ -1,0 +1,88 @@
+//! Run outputs: per-flow records (`flows.csv`), the summary (`summary.json`), percentiles, and
+//! sampled time series.
+
+mod percentiles;
+mod series;
+mod summary;
+
+pub use percentiles::{percentile, Stats};
+pub use series::{write_cwnd_csv, write_queues_csv};
+pub use summary::{summarize, Summary};
+
+use crate::time::Time;
+use crate::world::World;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// The exact header of `flows.csv` (a stable contract).
+pub const FLOWS_CSV_HEADER: &str =
+    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts";
+
+/// Formats a time as nanoseconds, with picosecond decimals only when needed.
+pub fn ns(t: Time) -> String {
+    let (whole, frac) = (t.0 / 1_000, t.0 % 1_000);
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        format!("{whole}.{frac:03}").trim_end_matches('0').to_string()
+    }
+}
+
+/// Writes `flows.csv`: one row per flow in id order.
+pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "{FLOWS_CSV_HEADER}")?;
+    for f in world.flows() {
+        let class = &world.classes()[f.class as usize];
+        let size = f.size.map(|s| s.to_string()).unwrap_or_default();
+        let (finish, fct, slowdown) = match f.finish {
+            Some(end) => {
+                let fct = end - f.start;
+                let sd = (fct.0 as f64 / f.ideal_fct.0.max(1) as f64).max(1.0);
+                (ns(end), ns(fct), format!("{sd:.4}"))
+            }
+            None => (String::new(), String::new(), String::new()),
+        };
+        let ideal = if f.size.is_some() { ns(f.ideal_fct) } else { String::new() };
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            f.id,
+            f.src,
+            f.dst,
+            class.name,
+            class.cc,
+            size,
+            ns(f.start),
+            finish,
+            fct,
+            ideal,
+            slowdown,
+            f.sender.retransmits,
+            f.sender.timeouts.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes every output the run produced into `dir`: flows.csv, summary.json, and the sampled
+/// series the scenario asked for. Returns the summary.
+pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summary> {
+    std::fs::create_dir_all(dir)?;
+    let mut w = io::BufWriter::new(std::fs::File::create(dir.join("flows.csv"))?);
+    write_flows_csv(world, &mut w)?;
+    w.flush()?;
+    let summary = summarize(world, wall_s);
+    let json = serde_json::to_string_pretty(&summary).map_err(io::Error::other)?;
+    std::fs::write(dir.join("summary.json"), json + "\n")?;
+    if !world.queue_samples().is_empty() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("queues.csv"))?);
+        write_queues_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if !world.cwnd_samples().is_empty() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cwnd.csv"))?);
+        write_cwnd_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    Ok(summary)
+}

@@ -1,0 +1,222 @@
+//! ECMP routing: for every node and destination host, the set of egress ports on a shortest
+//! (fewest-hop) path, computed once per topology and looked up in O(1) while forwarding.
+
+use super::topology::{Graph, NodeKind};
+use std::collections::VecDeque;
+
+/// Distance of a node that cannot reach the destination.
+const UNREACHABLE: u32 = u32::MAX;
+
+/// Shortest-path next hops from every node to every host.
+#[derive(Clone, Debug)]
+pub struct Routes {
+    num_nodes: usize,
+    // Destination-major flat tables: entry i = dst * num_nodes + node. The ports at that pair
+    // are ports[offsets[i]..offsets[i + 1]], so a lookup is two loads with no pointer chasing,
+    // and each destination's block is written in one sequential sweep.
+    offsets: Vec<u32>,
+    ports: Vec<u16>,
+    dist: Vec<u32>,
+}
+
+impl Routes {
+    /// Computes, for each node and each destination host ordinal, the local port numbers (indices into `Graph::ports()[node]`) that lie on a shortest path.
+    ///
+    /// Hosts never forward, so no path transits a host. Nodes that cannot reach a destination get
+    /// no ports and distance `u32::MAX`. The graph must have at most 65,535 ports per node and a
+    /// table that fits u32 offsets; graphs from `TopologyConfig::build` are checked for both.
+    pub fn compute(graph: &Graph) -> Routes {
+        let hosts = graph.hosts();
+        let adj = graph.ports();
+        let n = graph.nodes.len();
+        let is_host: Vec<bool> = graph.nodes.iter().map(|k| *k == NodeKind::Host).collect();
+
+        let mut offsets = Vec::with_capacity(n * hosts.len() + 1);
+        let mut ports = Vec::new();
+        let mut dist = Vec::with_capacity(n * hosts.len());
+        offsets.push(0u32);
+        let mut local = vec![UNREACHABLE; n];
+        let mut queue = VecDeque::with_capacity(n);
+        for &dst in &hosts {
+            // Links are symmetric, so a BFS from the destination gives every node's distance to it.
+            local.fill(UNREACHABLE);
+            local[dst] = 0;
+            queue.push_back(dst);
+            while let Some(u) = queue.pop_front() {
+                // A host other than the destination is a path's start, never a waypoint.
+                if u != dst && is_host[u] {
+                    continue;
+                }
+                for &(_, w) in &adj[u] {
+                    if local[w] == UNREACHABLE {
+                        local[w] = local[u] + 1;
+                        queue.push_back(w);
+                    }
+                }
+            }
+            // A port is on a shortest path if its peer is one hop closer and may forward (or is
+            // the destination). A host that was reached but not expanded can still sit one hop
+            // closer by coincidence, hence the explicit host check.
+            for (v, &dv) in local.iter().enumerate() {
+                if dv != UNREACHABLE && dv > 0 {
+                    for (p, &(_, w)) in adj[v].iter().enumerate() {
+                        if local[w] == dv - 1 && (!is_host[w] || w == dst) {
+                            ports.push(u16::try_from(p).expect("node has more than 65535 ports"));
+                        }
+                    }
+                }
+                offsets.push(u32::try_from(ports.len()).expect("route table exceeds u32 offsets"));
+            }
+            dist.extend_from_slice(&local);
+        }
+        Routes { num_nodes: n, offsets, ports, dist }
+    }
+
+    /// The equal-cost egress ports at `node` towards host ordinal `dst` (empty at the destination itself).
+    #[inline]
+    pub fn next_hops(&self, node: usize, dst: usize) -> &[u16] {
+        let i = dst * self.num_nodes + node;
+        &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Hop count (links) from `node` to host ordinal `dst`.
+    #[inline]
+    pub fn distance(&self, node: usize, dst: usize) -> u32 {
+        self.dist[dst * self.num_nodes + node]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::topology::{LinkSpec, TopologyConfig};
+    use crate::time::{Rate, Time};
+
+    const HOST: &str = "host_rate = \"100Gbps\"\nhost_delay = \"1us\"\n";
+    const FABRIC: &str = "agg_rate = \"100Gbps\"\nagg_delay = \"1us\"\ncore_rate = \"100Gbps\"\ncore_delay = \"1us\"\n";
+
+    fn build(toml_text: &str) -> Graph {
+        let cfg: TopologyConfig = toml::from_str(toml_text).unwrap();
+        cfg.build(std::path::Path::new(".")).unwrap()
+    }
+
+    /// Checks every next hop of every node: each leads one hop closer and never into a host other
+    /// than the destination, so every path the tables can form is shortest and host-free.
+    fn check_all_paths(g: &Graph, r: &Routes) {
+        let (hosts, adj) = (g.hosts(), g.ports());
+        for (d, &dst) in hosts.iter().enumerate() {
+            assert_eq!(r.distance(dst, d), 0);
+            assert!(r.next_hops(dst, d).is_empty());
+            for (v, ports) in adj.iter().enumerate() {
+                assert_ne!(r.distance(v, d), UNREACHABLE);
+                let hops = r.next_hops(v, d);
+                assert_eq!(hops.is_empty(), v == dst, "only the destination has nowhere to go");
+                if g.nodes[v] == NodeKind::Host {
+                    assert!(hops.len() <= 1, "a host has one way out");
+                }
+                for &p in hops {
+                    let w = ports[p as usize].1;
+                    assert_eq!(r.distance(w, d) + 1, r.distance(v, d));
+                    assert!(w == dst || g.nodes[w] != NodeKind::Host, "path from {v} to {dst} enters host {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn k8_fat_tree_ecmp() {
+        let g = build(&format!("kind = \"fat_tree\"\nk = 8\n{HOST}{FABRIC}"));
+        let r = Routes::compute(&g);
+        let adj = g.ports();
+        // Host 0 is in pod 0 under ToR 128; host 127 is in pod 7.
+        assert_eq!(r.distance(0, 127), 6);
+        assert_eq!(r.distance(0, 1), 2, "same ToR");
+        assert_eq!(r.distance(0, 4), 4, "same pod, other ToR");
+        assert_eq!(r.next_hops(0, 127), &[0]);
+        let tor = adj[0][0].1;
+        assert_eq!(tor, 128);
+        assert_eq!(r.next_hops(tor, 127).len(), 4, "ToR spreads over its 4 aggs");
+        let agg = adj[tor][r.next_hops(tor, 127)[0] as usize].1;
+        assert_eq!(g.nodes[agg], NodeKind::Switch { tier: 1 });
+        assert_eq!(r.next_hops(agg, 127).len(), 4, "agg spreads over its 4 cores");
+        let core = adj[agg][r.next_hops(agg, 127)[0] as usize].1;
+        assert_eq!(r.next_hops(core, 127).len(), 1, "downward paths are unique");
+        assert_eq!(r.next_hops(tor, 1).len(), 1);
+        check_all_paths(&g, &r);
+    }
+
+    #[test]
+    fn leaf_spine_uses_both_spines() {
+        let g = build(&format!(
+            "kind = \"leaf_spine\"\nhosts_per_leaf = 8\nleaves = 4\nspines = 2\n{HOST}fabric_rate = \"400Gbps\"\nfabric_delay = \"1us\""
+        ));
+        let r = Routes::compute(&g);
+        let leaf0 = 32;
+        assert_eq!(r.next_hops(leaf0, 31).len(), 2);
+        assert_eq!(r.distance(leaf0, 31), 3);
+        assert_eq!(r.next_hops(leaf0, 3).len(), 1);
+        check_all_paths(&g, &r);
+    }
+
+    #[test]
+    fn star_routes_never_transit_hosts() {
+        let g = build(&format!("kind = \"star\"\nhosts = 6\n{HOST}"));
+        let r = Routes::compute(&g);
+        for d in 0..6 {
+            for s in (0..6).filter(|&s| s != d) {
+                assert_eq!(r.distance(s, d), 2);
+                assert_eq!(r.next_hops(s, d), &[0]);
+            }
+            // The switch's port d leads straight to host d.
+            assert_eq!(r.next_hops(6, d), &[d as u16]);
+        }
+        check_all_paths(&g, &r);
+    }
+
+    #[test]
+    fn a_dual_homed_host_is_not_a_shortcut() {
+        // Host 2 bridges switches 3 and 4, which are otherwise three hops apart via 5 and 6.
+        // Hosts 0 and 1 hang off switches 3 and 4; their route must take the long way.
+        let link = |a, b| LinkSpec { a, b, rate: Rate::gbps(1), delay: Time::from_us(1), loss: 0.0 };
+        let mut nodes = vec![NodeKind::Host; 3];
+        nodes.extend([NodeKind::Switch { tier: 0 }; 4]);
+        let links = vec![link(0, 3), link(1, 4), link(2, 3), link(2, 4), link(3, 5), link(5, 6), link(6, 4)];
+        let g = Graph { nodes, links };
+        let r = Routes::compute(&g);
+        assert_eq!(r.distance(0, 1), 5);
+        assert_eq!(r.next_hops(3, 1).len(), 1);
+        assert_eq!(g.ports()[3][r.next_hops(3, 1)[0] as usize].1, 5);
+        // Host 2 may still originate traffic on either link; only the one towards 4 is shortest.
+        assert_eq!(r.distance(2, 1), 2);
+        assert_eq!(r.next_hops(2, 1), &[1]);
+    }
+
+    #[test]
+    fn explicit_fat_tree_like_hpcc() {
+        // 10 pods of 2 ToRs and 2 aggs; each agg reaches one group of 8 of the 16 cores.
+        let g = build(&format!(
+            "kind = \"fat_tree\"\nhosts_per_tor = 16\ntors = 20\naggs = 20\ncores = 16\npods = 10\n{HOST}{FABRIC}"
+        ));
+        let r = Routes::compute(&g);
+        let (tor0, agg0) = (320, 340);
+        assert_eq!(r.distance(0, 15), 2);
+        assert_eq!(r.distance(0, 16), 4, "other ToR, same pod");
+        assert_eq!(r.distance(0, 319), 6);
+        assert_eq!(r.next_hops(tor0, 319).len(), 2);
+        assert_eq!(r.next_hops(agg0, 319).len(), 8);
+        assert_eq!(r.next_hops(agg0, 16).len(), 1);
+        check_all_paths(&g, &r);
+    }
+
+    #[test]
+    fn large_fat_tree_is_complete() {
+        // k = 16: 1,024 hosts and 320 switches.
+        let g = build(&format!("kind = \"fat_tree\"\nk = 16\n{HOST}{FABRIC}"));
+        let r = Routes::compute(&g);
+        assert_eq!(g.hosts().len(), 1024);
+        assert_eq!(r.distance(0, 1023), 6);
+        assert_eq!(r.next_hops(1024, 1023).len(), 8);
+        let unreachable = (0..g.nodes.len()).any(|v| (0..1024).any(|d| r.distance(v, d) == UNREACHABLE));
+        assert!(!unreachable);
+    }
+}

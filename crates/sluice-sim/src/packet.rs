@@ -1,0 +1,135 @@
+//! Packets as plain values: the header fields the simulator acts on, and the bytes they occupy on
+//! the wire.
+
+use crate::time::Time;
+
+/// Bytes of Ethernet framing a frame occupies on the wire beyond its IP packet: header 14, FCS 4,
+/// preamble and start delimiter 8, inter-frame gap 12.
+pub const ETHERNET_OVERHEAD: u32 = 38;
+/// IPv4 header bytes (no options).
+pub const IPV4_HEADER: u32 = 20;
+/// TCP header bytes including the 12-byte timestamp option (10 bytes padded), as Linux sends.
+pub const TCP_HEADER: u32 = 32;
+/// Bytes one SACK option with `n` blocks adds to a TCP header (kind, length, 8 per block, padded).
+pub const fn sack_option_bytes(n: u32) -> u32 {
+    if n == 0 {
+        0
+    } else {
+        (2 + 8 * n).div_ceil(4) * 4
+    }
+}
+
+/// TCP flag bits.
+pub mod flags {
+    /// Synchronize: opens a connection.
+    pub const SYN: u8 = 1 << 0;
+    /// The acknowledgement field is valid.
+    pub const ACK: u8 = 1 << 1;
+    /// The sender has finished sending.
+    pub const FIN: u8 = 1 << 2;
+    /// ECN echo: the receiver saw CE.
+    pub const ECE: u8 = 1 << 3;
+    /// Congestion window reduced: the sender reacted to ECE.
+    pub const CWR: u8 = 1 << 4;
+}
+
+/// The IP ECN codepoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ecn {
+    /// Not ECN-capable transport.
+    #[default]
+    NotEct,
+    /// ECN-capable transport.
+    Ect,
+    /// Congestion experienced (set by a switch).
+    Ce,
+}
+
+/// A SACK block as offsets from the ACK number, so it fits in 8 bytes like the wire format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SackBlock {
+    /// Start of the block relative to the cumulative ACK.
+    pub start: u32,
+    /// End (exclusive) of the block relative to the cumulative ACK.
+    pub end: u32,
+}
+
+/// Maximum SACK blocks an ACK carries (three fit beside the timestamp option).
+pub const MAX_SACK_BLOCKS: usize = 3;
+
+/// One packet in flight. Sequence numbers are 64-bit byte offsets into the flow's data.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Packet {
+    /// The flow this packet belongs to (both directions share it).
+    pub flow: u32,
+    /// Source host ordinal.
+    pub src: u32,
+    /// Destination host ordinal.
+    pub dst: u32,
+    /// Flow hash for ECMP (distinct per direction).
+    pub hash: u32,
+    /// First data byte carried.
+    pub seq: u64,
+    /// Cumulative acknowledgement (next byte expected), valid with `flags::ACK`.
+    pub ack: u64,
+    /// Payload bytes.
+    pub payload: u32,
+    /// Bytes this packet occupies on the wire, headers and framing included.
+    pub wire_bytes: u32,
+    /// TCP flags (`flags::*`).
+    pub flags: u8,
+    /// IP ECN codepoint.
+    pub ecn: Ecn,
+    /// IP time to live.
+    pub ttl: u8,
+    /// Switch priority queue (0 = highest).
+    pub prio: u8,
+    /// Number of valid entries in `sack`.
+    pub sack_len: u8,
+    /// SACK blocks, most recent first.
+    pub sack: [SackBlock; MAX_SACK_BLOCKS],
+    /// Sender timestamp (TSval).
+    pub ts: Time,
+    /// Echoed timestamp (TSecr).
+    pub ts_echo: Time,
+}
+
+impl Packet {
+    /// True if the given flag bit is set.
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// True for packets that travel from the flow's sender to its receiver.
+    #[inline]
+    pub fn is_forward(&self) -> bool {
+        // Data, SYN and FIN go forward; pure ACKs and SYN-ACKs go back.
+        self.payload > 0 || (self.has(flags::SYN) && !self.has(flags::ACK)) || self.has(flags::FIN)
+    }
+
+    /// The SACK blocks carried, as absolute sequence ranges.
+    pub fn sack_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.sack[..self.sack_len as usize]
+            .iter()
+            .map(|b| (self.ack + b.start as u64, self.ack + b.end as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sack_option_sizes_match_rfc2018_padding() {
+        assert_eq!(sack_option_bytes(0), 0);
+        assert_eq!(sack_option_bytes(1), 12);
+        assert_eq!(sack_option_bytes(3), 28);
+    }
+
+    #[test]
+    fn packet_value_stays_small() {
+        // Packets are moved by value through queues; keep them within two cache lines.
+        assert!(std::mem::size_of::<Packet>() <= 128, "{}", std::mem::size_of::<Packet>());
+    }
+}

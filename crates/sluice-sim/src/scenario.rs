@@ -1,0 +1,406 @@
+//! The scenario file: its schema, `--set` overrides, and validation that names the file, line and
+//! key of every problem.
+
+use crate::cc::{self, CcFactory};
+use crate::net::queue::{EcnConfig, EcnMarking};
+use crate::net::topology::{Graph, TopologyConfig};
+use crate::time::{Bytes, Time};
+use crate::transport::tcp::TcpConfig;
+use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A whole scenario as written in TOML.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Run length, seed and stopping rule.
+    #[serde(default)]
+    pub sim: SimConfig,
+    /// The network.
+    pub topology: TopologyConfig,
+    /// Switch buffers, queues and ECN.
+    #[serde(default)]
+    pub switch: SwitchConfig,
+    /// TCP settings.
+    #[serde(default)]
+    pub transport: TcpConfig,
+    /// Traffic classes by name, each with its congestion control.
+    #[serde(default)]
+    pub classes: BTreeMap<String, ClassConfig>,
+    /// Traffic.
+    #[serde(default)]
+    pub workloads: Vec<WorkloadConfig>,
+    /// Optional time series.
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+/// The `[sim]` table.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Stop at this simulated time (required when flows are endless).
+    pub duration: Option<Time>,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// End the run as soon as every finite flow has finished.
+    pub stop_when_done: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { duration: None, seed: 1, stop_when_done: true }
+    }
+}
+
+/// The `[switch]` table, applied to every switch.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchConfig {
+    /// Shared packet buffer per switch.
+    pub buffer: Bytes,
+    /// Dynamic-threshold factor: a queue may hold up to alpha times the free buffer.
+    pub alpha: f64,
+    /// Strict-priority queues per port.
+    pub priorities: u8,
+    /// ECN marking.
+    pub ecn: EcnConfig,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig { buffer: Bytes(16_000_000), alpha: 1.0, priorities: 1, ecn: EcnConfig { mode: "off".into(), ..EcnConfig::default() } }
+    }
+}
+
+/// A `[classes.<name>]` table: what the administrator chose for this traffic.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassConfig {
+    /// Congestion-control algorithm name (see `sluice list`).
+    pub cc: String,
+    /// The algorithm's parameters.
+    #[serde(default)]
+    pub params: toml::Table,
+    /// Switch priority queue (0 = highest).
+    #[serde(default)]
+    pub priority: u8,
+}
+
+/// The algorithm flows of no other class use when the scenario does not define `default`.
+pub const DEFAULT_CC: &str = "cubic";
+
+/// The `[output]` table: which time series to sample.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Queue-depth sampling (`queues.csv`).
+    pub queues: Option<QueueSampling>,
+    /// Congestion-window sampling (`cwnd.csv`).
+    pub cwnd: Option<CwndSampling>,
+}
+
+/// `[output.queues]`: sample chosen egress ports every `interval`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSampling {
+    /// Sampling period.
+    pub interval: Time,
+    /// Ports as "sw0->sw1" (the egress of sw0 towards sw1), "sw0" (all its ports) or "h3" (a NIC).
+    pub ports: Vec<String>,
+}
+
+/// `[output.cwnd]`: sample chosen flows' windows every `interval`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CwndSampling {
+    /// Sampling period.
+    pub interval: Time,
+    /// Flow ids; empty means every flow.
+    #[serde(default)]
+    pub flows: Vec<u32>,
+}
+
+/// A scenario problem, located as precisely as the input allows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioError {
+    /// The scenario file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong, starting with the key path when there is one.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A scenario read from disk, with where it came from.
+#[derive(Clone, Debug)]
+pub struct LoadedScenario {
+    /// The parsed scenario (overrides applied).
+    pub scenario: Scenario,
+    /// The file it was read from.
+    pub file: String,
+    /// Directory relative paths in it resolve against.
+    pub base_dir: PathBuf,
+    text: String,
+}
+
+impl LoadedScenario {
+    /// An error about `key` located at its line in the file when it can be found there.
+    pub fn error_at(&self, message: String) -> ScenarioError {
+        let key = message.split(':').next().unwrap_or_default();
+        ScenarioError { file: self.file.clone(), line: line_of_key(&self.text, key), message }
+    }
+}
+
+/// Reads `path`, applies `key.path=value` overrides and parses it.
+pub fn load(path: &Path, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError { file: file.clone(), line: None, message: format!("cannot read the scenario: {e}") })?;
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse(&text, &file, &base_dir, overrides)
+}
+
+/// Parses scenario text; `file` names it in errors.
+pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
+    let err = |line, message| ScenarioError { file: file.to_string(), line, message };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        let line = e.span().map(|s| line_at(text, s.start));
+        err(line, format!("not valid TOML: {}", e.message().trim()))
+    })?;
+    for o in overrides {
+        apply_override(&mut doc, o).map_err(|m| err(None, m))?;
+    }
+    let text = doc.to_string();
+    let de = toml::Deserializer::new(&text);
+    let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.inner();
+        let line = inner.span().map(|s| line_at(&text, s.start));
+        let msg = inner.message().trim().to_string();
+        if path == "." || path.is_empty() {
+            err(line, msg)
+        } else {
+            err(line, format!("{path}: {msg}"))
+        }
+    })?;
+    Ok(LoadedScenario { scenario, file: file.to_string(), base_dir: base_dir.to_path_buf(), text })
+}
+
+/// Sets one `a.b.c=value` override; the value is TOML if it parses as TOML, a string otherwise.
+fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<(), String> {
+    let (path, raw) = o
+        .split_once('=')
+        .ok_or_else(|| format!("--set {o}: expected key.path=value, like classes.query.cc=dctcp"))?;
+    let keys: Vec<&str> = path.trim().split('.').collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(format!("--set {o}: empty key in \"{path}\""));
+    }
+    let value: toml_edit::Value = raw
+        .trim()
+        .parse::<toml_edit::Value>()
+        .unwrap_or_else(|_| toml_edit::Value::from(raw.trim()));
+    let mut table: &mut dyn toml_edit::TableLike = doc.as_table_mut();
+    let mut i = 0;
+    while i < keys.len() {
+        let k = keys[i];
+        if i + 1 == keys.len() {
+            table.insert(k, toml_edit::Item::Value(value));
+            return Ok(());
+        }
+        let here = keys[..=i].join(".");
+        if let Some(idx) = keys[i + 1].parse::<usize>().ok() {
+            let arr = table
+                .get_mut(k)
+                .and_then(|it| it.as_array_of_tables_mut())
+                .ok_or_else(|| format!("--set {o}: \"{here}\" is not a list of tables"))?;
+            let len = arr.len();
+            table = arr
+                .get_mut(idx)
+                .ok_or_else(|| format!("--set {o}: \"{here}\" has {len} entries; index {idx} is out of range"))?;
+            i += 2;
+            if i == keys.len() {
+                return Err(format!("--set {o}: name a key inside the entry, like {here}.{idx}.size"));
+            }
+            continue;
+        }
+        if table.get(k).is_none() {
+            let mut t = toml_edit::Table::new();
+            t.set_implicit(true);
+            table.insert(k, toml_edit::Item::Table(t));
+        }
+        table = table
+            .get_mut(k)
+            .and_then(|it| it.as_table_like_mut())
+            .ok_or_else(|| format!("--set {o}: \"{here}\" is a value, not a table"))?;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// Best-effort line of a dotted key path such as "switch.ecn.k" or "workloads[1].src".
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let key = key.trim();
+    let parts: Vec<&str> = key.split('.').collect();
+    let leaf = parts.last()?.split('[').next()?;
+    if leaf.is_empty() {
+        return None;
+    }
+    let table = parts[..parts.len() - 1].join(".");
+    let table = table.split('[').next().unwrap_or_default();
+    let mut in_table = table.is_empty();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let name = t.trim_matches(|c| c == '[' || c == ']').trim();
+            in_table = table.is_empty() || name == table || name.starts_with(&format!("{table}."));
+            if !table.is_empty() && name == format!("{table}.{leaf}") {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if in_table && (t.starts_with(&format!("{leaf} ")) || t.starts_with(&format!("{leaf}="))) {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// A scenario checked against its topology, in the form the world is built from.
+pub struct Prepared {
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// End time, if any.
+    pub duration: Option<Time>,
+    /// Stop when every finite flow finished.
+    pub stop_when_done: bool,
+    /// Switch settings.
+    pub switch: SwitchConfig,
+    /// The ECN marking policy.
+    pub ecn: EcnMarking,
+    /// TCP settings.
+    pub tcp: TcpConfig,
+    /// Classes by index; `default` is always present.
+    pub classes: Vec<crate::world::ClassRuntime>,
+    /// Every flow, sorted by start time.
+    pub flows: Vec<FlowSpec>,
+    /// Ports whose queues are sampled.
+    pub queue_ports: Vec<u32>,
+    /// Queue sampling period.
+    pub queue_interval: Time,
+    /// Flows whose windows are sampled (empty list = all; None = no sampling).
+    pub cwnd_flows: Option<Vec<u32>>,
+    /// Window sampling period.
+    pub cwnd_interval: Time,
+}
+
+/// Validates everything that needs the topology and materializes the flows.
+pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, String> {
+    let sc = &loaded.scenario;
+    sc.transport.validate()?;
+    if sc.switch.buffer.0 == 0 {
+        return Err("switch.buffer: expected a positive size like \"16MB\"".into());
+    }
+    if !(sc.switch.alpha > 0.0 && sc.switch.alpha.is_finite()) {
+        return Err(format!("switch.alpha: expected a positive number, got {}", sc.switch.alpha));
+    }
+    if !(1..=8).contains(&sc.switch.priorities) {
+        return Err(format!("switch.priorities: expected 1 to 8 queues, got {}", sc.switch.priorities));
+    }
+    let ecn = sc.switch.ecn.marking("switch.ecn")?;
+    if sc.sim.duration == Some(Time::ZERO) {
+        return Err("sim.duration: expected a positive duration like \"10ms\"".into());
+    }
+
+    let mut classes = Vec::new();
+    let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
+    if !sc.classes.contains_key("default") {
+        class_cfgs.insert(0, ("default".into(), ClassConfig { cc: DEFAULT_CC.into(), params: toml::Table::new(), priority: 0 }));
+    }
+    for (name, c) in &class_cfgs {
+        let info = cc::lookup(&c.cc).ok_or_else(|| {
+            format!("classes.{name}.cc: unknown congestion control \"{}\"; expected one of: {}", c.cc, cc::known_names())
+        })?;
+        let factory: CcFactory = cc::factory(info.name, &c.params).map_err(|e| format!("classes.{name}.params.{e}"))?;
+        if c.priority >= sc.switch.priorities {
+            return Err(format!(
+                "classes.{name}.priority: {} is not below switch.priorities = {}",
+                c.priority, sc.switch.priorities
+            ));
+        }
+        classes.push(crate::world::ClassRuntime { name: name.clone(), cc: info.name.to_string(), factory, priority: c.priority });
+    }
+    let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
+    let class_index = |n: &str| names.iter().position(|c| c == n);
+    let hosts = graph.hosts().len();
+    let ctx = WorkloadContext { hosts, base_dir: &loaded.base_dir, class_index: &class_index, class_names: &names };
+    let mut flows = Vec::new();
+    for (i, w) in sc.workloads.iter().enumerate() {
+        flows.extend(w.flows(&format!("workloads[{i}]"), &ctx)?);
+    }
+    // Stable: flows starting together keep workload order, so ids are deterministic.
+    flows.sort_by_key(|f| f.start);
+    if sc.sim.duration.is_none() {
+        if let Some(i) = sc.workloads.iter().position(|w| w.kind == "bulk" && w.size.is_none()) {
+            return Err(format!("sim.duration: required because workloads[{i}] has endless flows (kind = \"bulk\" without size)"));
+        }
+    }
+
+    let names = crate::world::node_names(graph);
+    let (mut queue_ports, mut queue_interval) = (Vec::new(), Time::ZERO);
+    if let Some(qs) = &sc.output.queues {
+        if qs.interval == Time::ZERO {
+            return Err("output.queues.interval: expected a positive duration like \"1us\"".into());
+        }
+        queue_interval = qs.interval;
+        for (i, spec) in qs.ports.iter().enumerate() {
+            let ps = crate::world::World::resolve_ports(&names, graph, spec)
+                .map_err(|e| format!("output.queues.ports[{i}]: {e} (expected \"sw0->sw1\", \"sw0\" or \"h3\")"))?;
+            queue_ports.extend(ps);
+        }
+    }
+    let (mut cwnd_flows, mut cwnd_interval) = (None, Time::ZERO);
+    if let Some(cs) = &sc.output.cwnd {
+        if cs.interval == Time::ZERO {
+            return Err("output.cwnd.interval: expected a positive duration like \"10us\"".into());
+        }
+        if let Some(&bad) = cs.flows.iter().find(|&&f| f as usize >= flows.len()) {
+            return Err(format!("output.cwnd.flows: flow {bad} does not exist; the scenario has {} flows", flows.len()));
+        }
+        cwnd_interval = cs.interval;
+        cwnd_flows = Some(cs.flows.clone());
+    }
+    Ok(Prepared {
+        seed: sc.sim.seed,
+        duration: sc.sim.duration,
+        stop_when_done: sc.sim.stop_when_done,
+        switch: sc.switch.clone(),
+        ecn,
+        tcp: sc.transport.clone(),
+        classes,
+        flows,
+        queue_ports,
+        queue_interval,
+        cwnd_flows,
+        cwnd_interval,
+    })
+}

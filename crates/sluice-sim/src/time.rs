@@ -1,0 +1,327 @@
+//! Simulated time (integer picoseconds), link rates (bit/s) and byte sizes, with human-unit parsing.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A point in (or span of) simulated time, in picoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub u64);
+
+impl Time {
+    /// Time zero, the start of every run.
+    pub const ZERO: Time = Time(0);
+    /// The latest representable time (about 213 days).
+    pub const MAX: Time = Time(u64::MAX);
+
+    /// A span of `ns` nanoseconds.
+    pub const fn from_ns(ns: u64) -> Time {
+        Time(ns * 1_000)
+    }
+    /// A span of `us` microseconds.
+    pub const fn from_us(us: u64) -> Time {
+        Time(us * 1_000_000)
+    }
+    /// A span of `ms` milliseconds.
+    pub const fn from_ms(ms: u64) -> Time {
+        Time(ms * 1_000_000_000)
+    }
+    /// Picoseconds.
+    pub const fn ps(self) -> u64 {
+        self.0
+    }
+    /// Whole nanoseconds (truncated).
+    pub const fn ns(self) -> u64 {
+        self.0 / 1_000
+    }
+    /// Seconds as a float, for reporting only.
+    pub fn secs_f64(self) -> f64 {
+        self.0 as f64 * 1e-12
+    }
+    /// Seconds from a float, for rates computed by algorithms (rounded to the nearest ps).
+    pub fn from_secs_f64(s: f64) -> Time {
+        Time((s * 1e12).round().max(0.0) as u64)
+    }
+    /// Saturating subtraction.
+    pub fn saturating_sub(self, o: Time) -> Time {
+        Time(self.0.saturating_sub(o.0))
+    }
+    /// Multiplies a span by an integer, saturating.
+    pub fn mul(self, k: u64) -> Time {
+        Time(self.0.saturating_mul(k))
+    }
+
+    /// Parses "10us", "2.5ms", "1s", "800ps", "3ns".
+    pub fn parse(s: &str) -> Result<Time, String> {
+        let (num, unit) = split_unit(s);
+        let scale = match unit {
+            "ps" => 1,
+            "ns" => 1_000,
+            "us" | "µs" => 1_000_000,
+            "ms" => 1_000_000_000,
+            "s" => 1_000_000_000_000,
+            _ => return Err(format!("expected a duration with a unit (ps, ns, us, ms, s), like \"10us\"; got \"{s}\"")),
+        };
+        parse_scaled(num, scale)
+            .map(Time)
+            .ok_or_else(|| format!("expected a non-negative duration like \"2.5ms\"; got \"{s}\""))
+    }
+}
+
+impl Add for Time {
+    type Output = Time;
+    fn add(self, o: Time) -> Time {
+        Time(self.0 + o.0)
+    }
+}
+impl AddAssign for Time {
+    fn add_assign(&mut self, o: Time) {
+        self.0 += o.0
+    }
+}
+impl Sub for Time {
+    type Output = Time;
+    fn sub(self, o: Time) -> Time {
+        Time(self.0 - o.0)
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let ps = self.0;
+        let (v, u) = if ps % 1_000_000_000_000 == 0 && ps > 0 {
+            (ps / 1_000_000_000_000, "s")
+        } else if ps % 1_000_000_000 == 0 && ps > 0 {
+            (ps / 1_000_000_000, "ms")
+        } else if ps % 1_000_000 == 0 && ps > 0 {
+            (ps / 1_000_000, "us")
+        } else if ps % 1_000 == 0 {
+            (ps / 1_000, "ns")
+        } else {
+            (ps, "ps")
+        };
+        write!(f, "{v}{u}")
+    }
+}
+
+/// A link or pacing rate in bits per second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rate(pub u64);
+
+impl Rate {
+    /// `g` gigabits per second.
+    pub const fn gbps(g: u64) -> Rate {
+        Rate(g * 1_000_000_000)
+    }
+    /// Bits per second.
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+    /// Time to serialize `bytes` at this rate (rounded up to a whole picosecond).
+    pub fn tx_time(self, bytes: u64) -> Time {
+        let num = bytes as u128 * 8 * 1_000_000_000_000u128;
+        Time(num.div_ceil(self.0 as u128) as u64)
+    }
+    /// Bytes this rate carries in `t`.
+    pub fn bytes_in(self, t: Time) -> u64 {
+        (self.0 as u128 * t.0 as u128 / 8 / 1_000_000_000_000u128) as u64
+    }
+
+    /// Parses "100Gbps", "2.5Gbps", "400Mbps", "1Tbps", "9600bps".
+    pub fn parse(s: &str) -> Result<Rate, String> {
+        let (num, unit) = split_unit(s);
+        let scale = match unit {
+            "bps" => 1,
+            "Kbps" | "kbps" => 1_000,
+            "Mbps" => 1_000_000,
+            "Gbps" => 1_000_000_000,
+            "Tbps" => 1_000_000_000_000,
+            _ => return Err(format!("expected a rate with a unit (bps, Kbps, Mbps, Gbps, Tbps), like \"100Gbps\"; got \"{s}\"")),
+        };
+        match parse_scaled(num, scale) {
+            Some(0) | None => Err(format!("expected a positive rate like \"25Gbps\"; got \"{s}\"")),
+            Some(v) => Ok(Rate(v)),
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let b = self.0;
+        if b % 1_000_000_000 == 0 {
+            write!(f, "{}Gbps", b / 1_000_000_000)
+        } else if b % 1_000_000 == 0 {
+            write!(f, "{}Mbps", b / 1_000_000)
+        } else {
+            write!(f, "{b}bps")
+        }
+    }
+}
+
+/// A size in bytes, parsed from "9KB" (decimal units) or "32MiB" (binary units) or a bare integer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// Parses "1500", "1500B", "9KB", "32MB", "1GB", "64KiB", "16MiB".
+    pub fn parse(s: &str) -> Result<Bytes, String> {
+        let (num, unit) = split_unit(s);
+        let scale = match unit {
+            "" | "B" => 1,
+            "KB" | "kB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            "TB" => 1_000_000_000_000,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => return Err(format!("expected a size (B, KB, MB, GB, KiB, MiB, GiB), like \"32MB\"; got \"{s}\"")),
+        };
+        parse_scaled(num, scale)
+            .map(Bytes)
+            .ok_or_else(|| format!("expected a non-negative size like \"9KB\"; got \"{s}\""))
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}B", self.0)
+    }
+}
+
+/// Splits "2.5ms" into ("2.5", "ms").
+fn split_unit(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    let i = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == '_'))
+        .unwrap_or(s.len());
+    (s[..i].trim(), s[i..].trim())
+}
+
+/// Parses a non-negative decimal such as "2.5" exactly and multiplies by `scale`;
+/// None for negative, malformed, overflowing or non-integral results.
+fn parse_scaled(num: &str, scale: u64) -> Option<u64> {
+    let num = num.replace('_', "");
+    if num.is_empty() || num.starts_with('-') {
+        return None;
+    }
+    let num = num.strip_prefix('+').unwrap_or(&num);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let int_v: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut v = int_v.checked_mul(scale as u128)?;
+    let mut unit = scale as u128;
+    for c in frac.chars() {
+        let d = c.to_digit(10)? as u128;
+        if unit % 10 != 0 {
+            if d != 0 {
+                return None; // finer than the unit can hold (e.g. "0.5ps")
+            }
+            continue;
+        }
+        unit /= 10;
+        v += d * unit;
+    }
+    u64::try_from(v).ok()
+}
+
+/// Accepts a string with a unit or (for sizes) a bare integer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StrOrInt {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Str(s) => Time::parse(&s).map_err(de::Error::custom),
+            StrOrInt::Int(0) => Ok(Time::ZERO),
+            _ => Err(de::Error::custom("expected a duration with a unit, like \"10us\" or \"2.5ms\"")),
+        }
+    }
+}
+impl Serialize for Time {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Str(s) => Rate::parse(&s).map_err(de::Error::custom),
+            _ => Err(de::Error::custom("expected a rate with a unit, like \"100Gbps\"")),
+        }
+    }
+}
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StrOrInt::deserialize(d)? {
+            StrOrInt::Str(s) => Bytes::parse(&s).map_err(de::Error::custom),
+            StrOrInt::Int(i) if i >= 0 => Ok(Bytes(i as u64)),
+            StrOrInt::Int(i) => Err(de::Error::custom(format!("expected a non-negative size like \"9KB\" or 1500; got {i}"))),
+            StrOrInt::Float(f) => Err(de::Error::custom(format!("expected a whole number of bytes or a size like \"9KB\"; got {f}"))),
+        }
+    }
+}
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(Time::parse("1us").unwrap(), Time(1_000_000));
+        assert_eq!(Time::parse("2.5ms").unwrap(), Time(2_500_000_000));
+        assert_eq!(Time::parse("800ps").unwrap(), Time(800));
+        assert_eq!(Time::parse("0.001ns").unwrap(), Time(1));
+        assert!(Time::parse("0.0001ns").is_err());
+        assert!(Time::parse("10").is_err());
+        assert!(Time::parse("10 parsecs").is_err());
+        assert!(Time::parse("-1us").is_err());
+    }
+
+    #[test]
+    fn parses_rates_and_sizes() {
+        assert_eq!(Rate::parse("100Gbps").unwrap(), Rate(100_000_000_000));
+        assert_eq!(Rate::parse("2.5Gbps").unwrap(), Rate(2_500_000_000));
+        assert!(Rate::parse("0Gbps").is_err());
+        assert!(Rate::parse("100GB").is_err());
+        assert_eq!(Bytes::parse("32MB").unwrap(), Bytes(32_000_000));
+        assert_eq!(Bytes::parse("9KB").unwrap(), Bytes(9_000));
+        assert_eq!(Bytes::parse("64KiB").unwrap(), Bytes(65_536));
+        assert!(Bytes::parse("-5KB").is_err());
+    }
+
+    #[test]
+    fn serialization_time_is_exact_and_rounds_up() {
+        assert_eq!(Rate::gbps(400).tx_time(64), Time(1_280));
+        assert_eq!(Rate::gbps(100).tx_time(1500), Time(120_000));
+        assert_eq!(Rate(3_000_000_000).tx_time(1), Time(2_667));
+        assert_eq!(Rate::gbps(10).bytes_in(Time::from_us(1)), 1_250);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["10us", "2500ns", "3s", "800ps", "7ms"] {
+            assert_eq!(Time::parse(s).unwrap().to_string(), s);
+        }
+    }
+}

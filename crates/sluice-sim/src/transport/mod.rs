@@ -1,0 +1,3 @@
+//! Transports: TCP with a pluggable congestion controller.
+
+pub mod tcp;

@@ -1,0 +1,101 @@
+//! TCP: a sender with SACK loss recovery and RFC 6298 timers, a receiver with in-order
+//! reassembly, delayed ACK and ECN echo, and the configuration they share.
+
+mod receiver;
+mod rto;
+mod sack;
+mod sender;
+
+pub use receiver::{AckPlan, Receiver};
+pub use rto::RttEstimator;
+pub use sack::RangeSet;
+pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};
+
+use crate::packet::{ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// The `[transport]` table: TCP settings shared by every flow.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpConfig {
+    /// IP MTU in bytes; MSS = MTU - IP - TCP headers (with timestamps).
+    pub mtu: u32,
+    /// Initial congestion window in segments.
+    pub init_cwnd: u32,
+    /// Lower bound of the retransmission timeout.
+    pub rto_min: Time,
+    /// RTO before the first RTT sample.
+    pub rto_init: Time,
+    /// Upper bound of the backed-off RTO.
+    pub rto_max: Time,
+    /// Delayed-ACK timeout; absent means every segment is acknowledged at once.
+    pub delayed_ack: Option<Time>,
+    /// With delayed ACK, acknowledge at least every this many full segments.
+    pub delayed_ack_segments: u32,
+    /// Open connections with SYN / SYN-ACK and close with FIN (otherwise flows start established).
+    pub handshake: bool,
+    /// Mark data ECN-capable when the flow's algorithm uses ECN.
+    pub ecn: bool,
+    /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
+    pub dupthresh: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mtu: 1500,
+            init_cwnd: 10,
+            rto_min: Time::from_ms(1),
+            rto_init: Time::from_ms(1),
+            rto_max: Time::from_ms(1000),
+            delayed_ack: None,
+            delayed_ack_segments: 2,
+            handshake: false,
+            ecn: true,
+            dupthresh: 3,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Payload bytes per full segment.
+    pub fn mss(&self) -> u64 {
+        (self.mtu - IPV4_HEADER - TCP_HEADER) as u64
+    }
+
+    /// Bytes on the wire for a data segment carrying `payload` bytes.
+    pub fn wire_bytes(payload: u64) -> u32 {
+        payload as u32 + TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD
+    }
+
+    /// Bytes on the wire to move `size` bytes of data in full segments (for ideal FCT).
+    pub fn wire_bytes_for(&self, size: u64) -> u64 {
+        let mss = self.mss();
+        let segs = size.div_ceil(mss).max(1);
+        size + segs * (TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD) as u64
+    }
+
+    /// Checks ranges; errors name the key under `transport.`.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(576..=65_535).contains(&self.mtu) {
+            return Err(format!("transport.mtu: expected 576 to 65535 bytes, got {}", self.mtu));
+        }
+        if self.init_cwnd == 0 {
+            return Err("transport.init_cwnd: expected at least 1 segment".into());
+        }
+        if self.rto_min == Time::ZERO {
+            return Err("transport.rto_min: expected a positive duration like \"1ms\"".into());
+        }
+        if self.rto_max < self.rto_min || self.rto_init < self.rto_min {
+            return Err("transport.rto_init / rto_max: expected rto_min <= rto_init <= rto_max".into());
+        }
+        if self.delayed_ack_segments == 0 {
+            return Err("transport.delayed_ack_segments: expected at least 1".into());
+        }
+        if self.dupthresh == 0 {
+            return Err("transport.dupthresh: expected at least 1".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! The TCP receiver: in-order reassembly and delivery, cumulative ACK with SACK blocks, delayed
+//! ACK, and the ECN echo (classic ECE-until-CWR, or per-packet for DCTCP).
+
+use super::sack::RangeSet;
+use super::TcpConfig;
+use crate::cc::EcnMode;
+use crate::event::TimerSlot;
+use crate::packet::{flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER};
+use crate::time::Time;
+
+/// What the receiver wants done after a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckPlan {
+    /// Send an ACK now.
+    Now,
+    /// Wait; arm the delayed-ACK timer for this deadline if it is not armed.
+    Delay(Time),
+}
+
+/// Receiver half of a TCP connection.
+pub struct Receiver {
+    /// Next byte expected in order.
+    pub rcv_nxt: u64,
+    /// Bytes handed to the application, in order, exactly once.
+    pub delivered: u64,
+    ooo: RangeSet,
+    /// Most recently received out-of-order block (reported first, RFC 2018).
+    recent_block: Option<(u64, u64)>,
+    ecn_mode: EcnMode,
+    /// Classic ECN: echo ECE until the sender's CWR.
+    ece_latched: bool,
+    /// Per-packet ECN: CE state of the segments awaiting a delayed ACK.
+    pending_ce: bool,
+    unacked_segments: u32,
+    delayed_ack: Option<Time>,
+    delayed_ack_segments: u32,
+    /// The delayed-ACK timer.
+    pub delack_timer: TimerSlot,
+    ts_recent: Time,
+    /// A FIN has been received.
+    pub fin_received: bool,
+}
+
+impl Receiver {
+    /// A receiver expecting byte 0.
+    pub fn new(cfg: &TcpConfig, ecn_mode: EcnMode) -> Receiver {
+        Receiver {
+            rcv_nxt: 0,
+            delivered: 0,
+            ooo: RangeSet::default(),
+            recent_block: None,
+            ecn_mode,
+            ece_latched: false,
+            pending_ce: false,
+            unacked_segments: 0,
+            delayed_ack: cfg.delayed_ack,
+            delayed_ack_segments: cfg.delayed_ack_segments,
+            delack_timer: TimerSlot::default(),
+            ts_recent: Time::ZERO,
+            fin_received: false,
+        }
+    }
+
+    /// Takes in a data (or FIN) segment. When a per-packet-ECN receiver must first acknowledge
+    /// earlier segments under their old CE state, that ACK is returned in the first slot.
+    pub fn on_segment(&mut self, pkt: &Packet, now: Time) -> (Option<Packet>, AckPlan) {
+        let ce = pkt.ecn == Ecn::Ce;
+        let mut early = None;
+        if self.ecn_mode == EcnMode::PerPacket && self.unacked_segments > 0 && ce != self.pending_ce {
+            // DCTCP receiver state machine: the CE state changed while an ACK was being held.
+            early = Some(self.build_ack(pkt));
+        }
+        match self.ecn_mode {
+            EcnMode::Classic => {
+                if pkt.has(flags::CWR) {
+                    self.ece_latched = false;
+                }
+                if ce {
+                    self.ece_latched = true;
+                }
+            }
+            EcnMode::PerPacket => self.pending_ce = ce,
+            EcnMode::Off => {}
+        }
+        if pkt.has(flags::FIN) {
+            self.fin_received = true;
+        }
+
+        let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
+        let in_order = start <= self.rcv_nxt && end > self.rcv_nxt;
+        let mut filled_hole = false;
+        if in_order {
+            self.ts_recent = pkt.ts;
+            self.rcv_nxt = end;
+            while let Some(e) = self.ooo.take_at(self.rcv_nxt) {
+                self.rcv_nxt = self.rcv_nxt.max(e);
+                filled_hole = true;
+            }
+            let newly = self.rcv_nxt - self.delivered;
+            self.delivered += newly;
+        } else if start > self.rcv_nxt {
+            self.ooo.insert(start, end);
+            self.recent_block = self.ooo.containing(start);
+        }
+        self.unacked_segments += 1;
+
+        let immediate = !in_order
+            || filled_hole
+            || !self.ooo.is_empty()
+            || pkt.has(flags::FIN)
+            || self.delayed_ack.is_none()
+            || self.unacked_segments >= self.delayed_ack_segments;
+        let plan = match (immediate, self.delayed_ack) {
+            (false, Some(d)) => AckPlan::Delay(now + d),
+            _ => AckPlan::Now,
+        };
+        (early, plan)
+    }
+
+    /// Builds the ACK for the current state in reply to `data` (the packet that triggered it).
+    pub fn build_ack(&mut self, data: &Packet) -> Packet {
+        let mut ack = Packet {
+            flow: data.flow,
+            src: data.dst,
+            dst: data.src,
+            ack: self.rcv_nxt,
+            flags: flags::ACK,
+            ttl: 64,
+            prio: data.prio,
+            ts_echo: self.ts_recent,
+            ..Packet::default()
+        };
+        let ece = match self.ecn_mode {
+            EcnMode::Classic => self.ece_latched,
+            EcnMode::PerPacket => self.pending_ce,
+            EcnMode::Off => false,
+        };
+        if ece {
+            ack.flags |= flags::ECE;
+        }
+        let mut n = 0;
+        let mut push = |blk: (u64, u64), ack: &mut Packet| {
+            if n < MAX_SACK_BLOCKS && blk.0 > ack.ack && !ack.sack[..n].iter().any(|b| ack.ack + b.start as u64 == blk.0) {
+                let off = |s: u64| (s - ack.ack).min(u32::MAX as u64) as u32;
+                ack.sack[n] = SackBlock { start: off(blk.0), end: off(blk.1) };
+                n += 1;
+            }
+        };
+        if let Some(b) = self.recent_block.and_then(|b| self.ooo.containing(b.0)) {
+            push(b, &mut ack);
+        }
+        for &b in self.ooo.ranges().iter().rev() {
+            push(b, &mut ack);
+        }
+        ack.sack_len = n as u8;
+        ack.wire_bytes = ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER + sack_option_bytes(n as u32);
+        self.unacked_segments = 0;
+        self.delack_timer.cancel();
+        ack
+    }
+
+    /// Builds the SYN-ACK answering a SYN.
+    pub fn build_syn_ack(&self, syn: &Packet) -> Packet {
+        Packet {
+            flow: syn.flow,
+            src: syn.dst,
+            dst: syn.src,
+            flags: flags::SYN | flags::ACK,
+            ttl: 64,
+            prio: syn.prio,
+            ts_echo: syn.ts,
+            wire_bytes: ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER,
+            ..Packet::default()
+        }
+    }
+
+    /// True when an ACK is being held back by delayed ACK.
+    pub fn has_unacked(&self) -> bool {
+        self.unacked_segments > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(seq: u64, len: u32, ecn: Ecn) -> Packet {
+        Packet { seq, payload: len, ecn, flags: flags::ACK, ts: Time(seq + 1), ..Packet::default() }
+    }
+
+    #[test]
+    fn reassembles_in_order_and_reports_sack_blocks() {
+        let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Off);
+        r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
+        assert_eq!(r.delivered, 100);
+        let (_, plan) = r.on_segment(&data(200, 100, Ecn::NotEct), Time(2));
+        assert_eq!(plan, AckPlan::Now);
+        r.on_segment(&data(400, 100, Ecn::NotEct), Time(3));
+        let a = r.build_ack(&data(400, 100, Ecn::NotEct));
+        assert_eq!(a.ack, 100);
+        let blocks: Vec<_> = a.sack_ranges().collect();
+        assert_eq!(blocks, vec![(400, 500), (200, 300)], "most recent block first");
+        r.on_segment(&data(100, 100, Ecn::NotEct), Time(4));
+        assert_eq!((r.rcv_nxt, r.delivered), (300, 300));
+        r.on_segment(&data(0, 100, Ecn::NotEct), Time(5));
+        assert_eq!(r.delivered, 300, "duplicates are not delivered twice");
+    }
+
+    #[test]
+    fn per_packet_ecn_acks_early_when_ce_changes_under_delayed_ack() {
+        let cfg = TcpConfig { delayed_ack: Some(Time::from_us(10)), delayed_ack_segments: 2, ..TcpConfig::default() };
+        let mut r = Receiver::new(&cfg, EcnMode::PerPacket);
+        let (early, plan) = r.on_segment(&data(0, 100, Ecn::Ect), Time(1));
+        assert!(early.is_none());
+        assert!(matches!(plan, AckPlan::Delay(_)));
+        let (early, plan) = r.on_segment(&data(100, 100, Ecn::Ce), Time(2));
+        let early = early.expect("CE change forces an ACK of the held segment");
+        assert!(!early.has(flags::ECE));
+        assert_eq!(plan, AckPlan::Delay(Time(2) + Time::from_us(10)));
+        let a = r.build_ack(&data(100, 100, Ecn::Ce));
+        assert!(a.has(flags::ECE));
+        assert_eq!(a.ack, 200);
+    }
+
+    #[test]
+    fn classic_ecn_echoes_until_cwr() {
+        let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Classic);
+        r.on_segment(&data(0, 100, Ecn::Ce), Time(1));
+        assert!(r.build_ack(&data(0, 100, Ecn::Ce)).has(flags::ECE));
+        r.on_segment(&data(100, 100, Ecn::Ect), Time(2));
+        assert!(r.build_ack(&data(100, 100, Ecn::Ect)).has(flags::ECE));
+        let mut cwr = data(200, 100, Ecn::Ect);
+        cwr.flags |= flags::CWR;
+        r.on_segment(&cwr, Time(3));
+        assert!(!r.build_ack(&cwr).has(flags::ECE));
+    }
+}

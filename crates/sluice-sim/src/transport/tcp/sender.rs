@@ -1,0 +1,409 @@
+//! The TCP sender: what to send next, ACK processing with SACK-based loss recovery (RFC 6675
+//! style), RTO (RFC 6298), classic and per-packet ECN, all driving one congestion controller.
+
+use super::rto::RttEstimator;
+use super::sack::RangeSet;
+use super::TcpConfig;
+use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
+use crate::event::TimerSlot;
+use crate::packet::{flags, Packet};
+use crate::time::Time;
+
+/// Where the sender is in the connection's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for the SYN-ACK.
+    SynSent,
+    /// Sending data.
+    Established,
+    /// Every byte (and the FIN) is acknowledged.
+    Done,
+}
+
+/// A segment the sender wants on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First byte.
+    pub seq: u64,
+    /// Payload bytes.
+    pub len: u64,
+    /// TCP flags to set.
+    pub flags: u8,
+    /// This resends bytes sent before.
+    pub retransmit: bool,
+}
+
+/// An RTO expiry, kept so tests and traces can check timer behaviour.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeoutRecord {
+    /// When the timer fired.
+    pub fired: Time,
+    /// The sender's last transmission before it fired.
+    pub last_tx: Time,
+}
+
+/// What an ACK changed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AckOutcome {
+    /// Bytes newly acknowledged (cumulatively or by SACK).
+    pub newly_acked: u64,
+    /// The window may allow more to be sent.
+    pub may_send: bool,
+    /// The whole flow is now acknowledged.
+    pub completed: bool,
+}
+
+/// Sender half of a TCP connection.
+pub struct Sender {
+    /// Connection phase.
+    pub phase: Phase,
+    /// Data bytes to send; `None` for an endless bulk flow.
+    size: Option<u64>,
+    /// Oldest unacknowledged byte.
+    pub una: u64,
+    /// Next new byte to send (the highest sent so far).
+    pub nxt: u64,
+    /// Window state shared with the algorithm.
+    pub win: Window,
+    /// The flow's congestion controller.
+    pub cc: Box<dyn CongestionControl>,
+    ecn_mode: EcnMode,
+    use_fin: bool,
+    dupthresh: u64,
+    sacked: RangeSet,
+    dupacks: u32,
+    /// Fast or RTO recovery lasts until `una` reaches this.
+    recovery_end: Option<u64>,
+    /// After an RTO every unSACKed byte below this is presumed lost (0 outside RTO recovery).
+    lost_mark: u64,
+    /// Retransmission of holes continues from here.
+    retx_next: u64,
+    syn_sent: bool,
+    /// No further ECN reduction until `una` passes this (once per window).
+    ecn_cwr_end: u64,
+    send_cwr: bool,
+    /// RTT estimator and RTO.
+    pub rtt: RttEstimator,
+    /// The retransmission timer.
+    pub rto_timer: TimerSlot,
+    /// Earliest time the pacer lets the next segment out.
+    pub pace_next: Time,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// RTO expiries.
+    pub timeouts: Vec<TimeoutRecord>,
+    /// Time of the last transmission.
+    pub last_tx: Time,
+}
+
+impl Sender {
+    /// A sender for `size` bytes (or endless), starting in SYN-SENT when `cfg.handshake`.
+    pub fn new(cfg: &TcpConfig, size: Option<u64>, cc: Box<dyn CongestionControl>) -> Sender {
+        let mss = cfg.mss();
+        let ecn_mode = if cfg.ecn { cc.ecn_mode() } else { EcnMode::Off };
+        Sender {
+            phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
+            size,
+            una: 0,
+            nxt: 0,
+            win: Window { cwnd: cfg.init_cwnd as u64 * mss, ssthresh: u64::MAX, pacing_rate: None, mss },
+            cc,
+            ecn_mode,
+            use_fin: cfg.handshake,
+            dupthresh: cfg.dupthresh as u64,
+            sacked: RangeSet::default(),
+            dupacks: 0,
+            recovery_end: None,
+            lost_mark: 0,
+            retx_next: 0,
+            syn_sent: false,
+            ecn_cwr_end: 0,
+            send_cwr: false,
+            rtt: RttEstimator::new(cfg.rto_min, cfg.rto_init, cfg.rto_max),
+            rto_timer: TimerSlot::default(),
+            pace_next: Time::ZERO,
+            retransmits: 0,
+            timeouts: Vec::new(),
+            last_tx: Time::ZERO,
+        }
+    }
+
+    /// The ECN handling negotiated for this flow.
+    pub fn ecn_mode(&self) -> EcnMode {
+        self.ecn_mode
+    }
+
+    /// True while in fast or RTO recovery.
+    pub fn in_recovery(&self) -> bool {
+        self.recovery_end.is_some()
+    }
+
+    /// Bytes the flow must deliver, if bounded.
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+
+    /// Holes below this are presumed lost (None outside recovery).
+    fn loss_limit(&self) -> Option<u64> {
+        self.recovery_end?;
+        let sack_limit = self.sacked.boundary_with_above(self.dupthresh * self.win.mss).unwrap_or(self.una);
+        Some(sack_limit.max(self.lost_mark).max(self.una))
+    }
+
+    /// Bytes presumed in the network (RFC 6675 "pipe").
+    pub fn in_flight(&self) -> u64 {
+        match self.loss_limit() {
+            None => self.nxt - self.una - self.sacked.bytes(),
+            Some(limit) => {
+                let above = (self.nxt - limit) - self.sacked.bytes_in(limit, self.nxt);
+                let retx_end = self.retx_next.min(limit).max(self.una);
+                let retransmitted = (retx_end - self.una) - self.sacked.bytes_in(self.una, retx_end);
+                above + retransmitted
+            }
+        }
+    }
+
+    /// True if `next_segment` could return something now, ignoring pacing.
+    pub fn has_sendable(&self) -> bool {
+        match self.phase {
+            Phase::SynSent => !self.syn_sent,
+            Phase::Done => false,
+            Phase::Established => {
+                let room = self.in_flight() < self.win.cwnd;
+                let lost = self.loss_limit().is_some_and(|l| self.sacked.next_gap(self.retx_next.max(self.una), l).is_some());
+                room && (lost || self.nxt < self.size.unwrap_or(u64::MAX))
+            }
+        }
+    }
+
+    /// The next segment the window allows, advancing send state; `None` if nothing may go.
+    pub fn next_segment(&mut self, now: Time) -> Option<Segment> {
+        match self.phase {
+            Phase::Done => return None,
+            Phase::SynSent => {
+                if self.syn_sent {
+                    return None;
+                }
+                self.syn_sent = true;
+                self.last_tx = now;
+                return Some(Segment { seq: 0, len: 0, flags: flags::SYN, retransmit: false });
+            }
+            Phase::Established => {}
+        }
+        let pipe = self.in_flight();
+        if pipe >= self.win.cwnd {
+            return None;
+        }
+        let end = self.size.unwrap_or(u64::MAX);
+        let mut seg = None;
+        if let Some(limit) = self.loss_limit() {
+            if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
+                let len = (e - s).min(self.win.mss);
+                self.retx_next = s + len;
+                self.retransmits += 1;
+                seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true });
+            }
+        }
+        if seg.is_none() && self.nxt < end {
+            let len = (end - self.nxt).min(self.win.mss);
+            seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false });
+            self.nxt += len;
+        }
+        let mut seg = seg?;
+        if self.use_fin && seg.seq + seg.len == end {
+            seg.flags |= flags::FIN;
+        }
+        if self.send_cwr && !seg.retransmit {
+            seg.flags |= flags::CWR;
+            self.send_cwr = false;
+        }
+        self.last_tx = now;
+        Some(seg)
+    }
+
+    /// Processes an ACK (or SYN-ACK) arriving at `now`.
+    pub fn on_ack(&mut self, pkt: &Packet, now: Time) -> AckOutcome {
+        let mut out = AckOutcome::default();
+        if self.phase == Phase::SynSent {
+            if pkt.has(flags::SYN) && pkt.has(flags::ACK) {
+                self.phase = Phase::Established;
+                if now >= pkt.ts_echo {
+                    self.rtt.sample(now - pkt.ts_echo);
+                }
+                self.rtt.reset_backoff();
+                self.rto_timer.cancel();
+                out.may_send = true;
+            }
+            return out;
+        }
+        if self.phase != Phase::Established || !pkt.has(flags::ACK) {
+            return out;
+        }
+
+        let ack = pkt.ack.min(self.nxt);
+        let advanced = ack > self.una;
+        let mut newly = 0;
+        if advanced {
+            newly += (ack - self.una) - self.sacked.remove_below(ack);
+            self.una = ack;
+            self.dupacks = 0;
+            self.rtt.reset_backoff();
+            if now >= pkt.ts_echo {
+                self.rtt.sample(now - pkt.ts_echo);
+            }
+        }
+        for (s, e) in pkt.sack_ranges() {
+            let e = e.min(self.nxt);
+            if e > self.una {
+                newly += self.sacked.insert(s.max(self.una), e);
+            }
+        }
+        if !advanced && ack == self.una && pkt.payload == 0 && self.nxt > self.una {
+            self.dupacks += 1;
+        }
+
+        if let Some(end) = self.recovery_end {
+            if self.una >= end {
+                self.recovery_end = None;
+                self.lost_mark = 0;
+            }
+        }
+        let loss_evidence =
+            self.dupacks as u64 >= self.dupthresh || self.sacked.bytes() >= self.dupthresh * self.win.mss;
+        if self.recovery_end.is_none() && self.nxt > self.una && loss_evidence {
+            self.recovery_end = Some(self.nxt);
+            self.retx_next = self.una;
+            self.cc.on_congestion(CongestionEvent::FastRetransmit, now, &mut self.win);
+        }
+
+        let ece = pkt.has(flags::ECE);
+        if self.ecn_mode == EcnMode::Classic && ece && self.recovery_end.is_none() && self.una >= self.ecn_cwr_end {
+            self.cc.on_congestion(CongestionEvent::Ecn, now, &mut self.win);
+            self.ecn_cwr_end = self.nxt;
+            self.send_cwr = true;
+        }
+        let signals = AckSignals {
+            now,
+            acked_bytes: newly,
+            ce_bytes: if self.ecn_mode == EcnMode::PerPacket && ece { newly } else { 0 },
+            ece,
+            rtt: if advanced && now >= pkt.ts_echo { Some(now - pkt.ts_echo) } else { None },
+            min_rtt: self.rtt.min_rtt(),
+            srtt: self.rtt.srtt(),
+            in_flight: self.in_flight(),
+            snd_una: self.una,
+            snd_nxt: self.nxt,
+            // After a timeout the window slow-starts back (RFC 5681); only fast recovery holds it.
+            in_recovery: self.recovery_end.is_some() && self.lost_mark == 0,
+        };
+        self.cc.on_ack(&signals, &mut self.win);
+
+        if self.size.is_some_and(|s| self.una >= s) {
+            self.phase = Phase::Done;
+            self.rto_timer.cancel();
+            out.completed = true;
+        }
+        out.newly_acked = newly;
+        out.may_send = newly > 0 || self.recovery_end.is_some();
+        out
+    }
+
+    /// Handles an RTO expiry: back off, presume everything outstanding lost, restart from `una`.
+    pub fn on_timeout(&mut self, now: Time) {
+        self.timeouts.push(TimeoutRecord { fired: now, last_tx: self.last_tx });
+        self.rtt.back_off();
+        self.cc.on_congestion(CongestionEvent::Timeout, now, &mut self.win);
+        match self.phase {
+            Phase::SynSent => self.syn_sent = false,
+            Phase::Established => {
+                self.recovery_end = Some(self.nxt);
+                self.lost_mark = self.nxt;
+                self.retx_next = self.una;
+                self.dupacks = 0;
+            }
+            Phase::Done => {}
+        }
+    }
+
+    /// True when the retransmission timer should run (data or SYN outstanding).
+    pub fn needs_timer(&self) -> bool {
+        match self.phase {
+            Phase::SynSent => self.syn_sent,
+            Phase::Established => self.nxt > self.una,
+            Phase::Done => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::{self, FlowContext};
+    use crate::time::Rate;
+
+    fn sender(size: u64) -> Sender {
+        let cfg = TcpConfig { init_cwnd: 10, ..TcpConfig::default() };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10) };
+        let algo = cc::factory("newreno", &toml::Table::new()).unwrap()(&ctx);
+        Sender::new(&cfg, Some(size), algo)
+    }
+
+    fn ack(n: u64, sack: &[(u64, u64)]) -> Packet {
+        let mut p = Packet { ack: n, flags: flags::ACK, ..Packet::default() };
+        for (i, &(s, e)) in sack.iter().enumerate() {
+            p.sack[i] = crate::packet::SackBlock { start: (s - n) as u32, end: (e - n) as u32 };
+        }
+        p.sack_len = sack.len() as u8;
+        p
+    }
+
+    #[test]
+    fn sends_a_window_then_stops() {
+        let mut s = sender(100 * 1448);
+        let mut n = 0;
+        while s.next_segment(Time::ZERO).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 10);
+        assert_eq!(s.in_flight(), 10 * 1448);
+    }
+
+    #[test]
+    fn sack_triggers_retransmission_of_the_hole_only() {
+        let mss = 1448;
+        let mut s = sender(100 * mss);
+        while s.next_segment(Time::ZERO).is_some() {}
+        // Segment 0 lost; 1..=3 SACKed: three segments above the hole mark it lost.
+        let out = s.on_ack(&ack(0, &[(mss, 4 * mss)]), Time(1));
+        assert!(s.in_recovery());
+        assert!(out.may_send);
+        // NewReno halves: cwnd 5 MSS; pipe = 6 segments not SACKed above the hole... minus the lost one.
+        assert_eq!(s.win.cwnd, 5 * mss);
+        assert_eq!(s.in_flight(), 6 * mss);
+        assert_eq!(s.next_segment(Time(2)), None, "pipe 6 >= cwnd 5: wait");
+        // Three more SACKs shrink the pipe; the hole is retransmitted first.
+        s.on_ack(&ack(0, &[(mss, 7 * mss)]), Time(3));
+        let seg = s.next_segment(Time(4)).unwrap();
+        assert_eq!((seg.seq, seg.len, seg.retransmit), (0, mss, true));
+        let seg = s.next_segment(Time(4)).unwrap();
+        assert_eq!(seg.seq, 10 * mss, "after the hole, new data");
+        // The retransmission arrives: recovery ends once una passes the recovery point.
+        s.on_ack(&ack(10 * mss, &[]), Time(5));
+        assert!(!s.in_recovery());
+        assert_eq!(s.retransmits, 1);
+    }
+
+    #[test]
+    fn timeout_resends_from_una_with_one_segment_window() {
+        let mss = 1448;
+        let mut s = sender(100 * mss);
+        while s.next_segment(Time::ZERO).is_some() {}
+        s.on_timeout(Time(1_000));
+        assert_eq!(s.win.cwnd, mss);
+        assert_eq!(s.in_flight(), 0);
+        let seg = s.next_segment(Time(1_001)).unwrap();
+        assert_eq!((seg.seq, seg.retransmit), (0, true));
+        assert_eq!(s.next_segment(Time(1_001)), None);
+        assert_eq!(s.timeouts.len(), 1);
+    }
+}

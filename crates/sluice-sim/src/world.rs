@@ -1,0 +1,865 @@
+//! The world: every element in arenas indexed by small integers, built from a scenario, and the
+//! run loop that dispatches events in one place.
+
+use crate::cc::{CcFactory, EcnMode, FlowContext};
+use crate::event::{EventQueue, TimerFire};
+use crate::host::nic::Nic;
+use crate::net::link::Link;
+use crate::net::port::Port;
+use crate::net::queue::{EcnMarking, SharedBuffer};
+use crate::net::routing::Routes;
+use crate::net::switch::{ecmp_pick, Switch};
+use crate::net::topology::{Graph, NodeKind};
+use crate::packet::{flags, Ecn, Packet, ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
+use crate::scenario::LoadedScenario;
+use crate::time::{Rate, Time};
+use crate::transport::tcp::{AckPlan, Receiver, Segment, Sender, TcpConfig};
+use crate::workload::FlowSpec;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Everything that happens, dispatched by one `match` in [`World::step`].
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The head packet on port's link reaches the far end.
+    Arrive(u32),
+    /// The port's serializer finished; it may start the next packet.
+    TxDone(u32),
+    /// A flow opens.
+    FlowStart(u32),
+    /// A flow's retransmission timer (flow, generation).
+    Rto(u32, u32),
+    /// A flow's delayed-ACK timer (flow, generation).
+    DelayedAck(u32, u32),
+    /// A host's pacer allows a flow to send again.
+    NicWake(u32),
+    /// Record queue depths.
+    SampleQueues,
+    /// Record congestion windows.
+    SampleCwnd,
+}
+
+/// What a node is, with its index in the matching arena.
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    Host(u32),
+    Switch(u32),
+}
+
+/// A traffic class as the run uses it.
+pub struct ClassRuntime {
+    /// Class name.
+    pub name: String,
+    /// Algorithm registry name.
+    pub cc: String,
+    /// Builds the algorithm for each flow.
+    pub factory: CcFactory,
+    /// Switch priority queue.
+    pub priority: u8,
+}
+
+/// One flow: its identity, its TCP halves, and its outcome.
+pub struct Flow {
+    /// Flow id (index in the arena).
+    pub id: u32,
+    /// Sending host ordinal.
+    pub src: u32,
+    /// Receiving host ordinal.
+    pub dst: u32,
+    /// Class index.
+    pub class: u16,
+    /// Bytes to deliver (None = endless).
+    pub size: Option<u64>,
+    /// Start time.
+    pub start: Time,
+    /// When the sender had every byte acknowledged.
+    pub finish: Option<Time>,
+    /// Round trip of the flow's path with empty queues.
+    pub base_rtt: Time,
+    /// base RTT + size with headers at the sender's link rate.
+    pub ideal_fct: Time,
+    /// Sender half.
+    pub sender: Sender,
+    /// Receiver half.
+    pub receiver: Receiver,
+    hash_fwd: u32,
+    hash_rev: u32,
+    prio: u8,
+    in_active: bool,
+}
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The switch buffer (or the queue's dynamic threshold) was full.
+    Buffer,
+    /// Random loss on a link.
+    LinkLoss,
+    /// IP TTL reached zero.
+    Ttl,
+}
+
+/// Network-wide packet counters.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Packets put on a wire by a host.
+    pub packets_sent: u64,
+    /// Packets that reached their destination host.
+    pub packets_delivered: u64,
+    /// Drops at a full buffer.
+    pub drops_buffer: u64,
+    /// Drops by random link loss.
+    pub drops_link_loss: u64,
+    /// Drops by TTL expiry.
+    pub drops_ttl: u64,
+    /// CE marks set by switches.
+    pub ecn_marks: u64,
+    /// Data segments sent (first transmissions and retransmissions).
+    pub data_packets: u64,
+}
+
+impl Counters {
+    /// All drops.
+    pub fn drops(&self) -> u64 {
+        self.drops_buffer + self.drops_link_loss + self.drops_ttl
+    }
+}
+
+/// One queue-depth sample.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueSample {
+    /// Sample time.
+    pub t: Time,
+    /// Global port id.
+    pub port: u32,
+    /// Bytes queued.
+    pub bytes: u64,
+}
+
+/// One congestion-window sample.
+#[derive(Clone, Copy, Debug)]
+pub struct CwndSample {
+    /// Sample time.
+    pub t: Time,
+    /// Flow id.
+    pub flow: u32,
+    /// Window in bytes.
+    pub cwnd: u64,
+}
+
+/// The simulated datacenter.
+pub struct World {
+    q: EventQueue<Event>,
+    /// Simulated time: the last event's, or the end time once the run reached it.
+    clock: Time,
+    roles: Vec<Role>,
+    node_names: Vec<String>,
+    /// Ports of node n are `port_base[n]..port_base[n + 1]`.
+    port_base: Vec<u32>,
+    ports: Vec<Port>,
+    switches: Vec<Switch>,
+    nics: Vec<Nic>,
+    routes: Routes,
+    flows: Vec<Flow>,
+    next_start: usize,
+    classes: Vec<ClassRuntime>,
+    tcp: TcpConfig,
+    rng_loss: Xoshiro256PlusPlus,
+    rng_ecn: Xoshiro256PlusPlus,
+    counters: Counters,
+    unfinished: usize,
+    endless: usize,
+    end: Option<Time>,
+    stop_when_done: bool,
+    stopped: bool,
+    events: u64,
+    seed: u64,
+    queue_ports: Vec<u32>,
+    queue_interval: Time,
+    queue_samples: Vec<QueueSample>,
+    cwnd_flows: Vec<u32>,
+    cwnd_interval: Time,
+    cwnd_samples: Vec<CwndSample>,
+}
+
+/// A seeded generator for one purpose, independent of the others.
+fn stream(seed: u64, purpose: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// Mixes a flow's endpoints and id into an ECMP hash (stands in for the 5-tuple).
+fn flow_hash(src: u32, dst: u32, id: u32, reverse: bool) -> u32 {
+    let mut x = ((src as u64) << 40) ^ ((dst as u64) << 20) ^ id as u64 ^ ((reverse as u64) << 63);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    x as u32
+}
+
+impl World {
+    /// Builds the world for a validated scenario: topology, routes, classes and every flow.
+    pub fn build(loaded: &LoadedScenario) -> Result<World, String> {
+        let sc = &loaded.scenario;
+        let graph = sc.topology.build(&loaded.base_dir)?;
+        let prepared = crate::scenario::prepare(loaded, &graph)?;
+        Ok(World::from_parts(&graph, prepared))
+    }
+
+    fn from_parts(graph: &Graph, p: crate::scenario::Prepared) -> World {
+        let routes = Routes::compute(graph);
+        let node_ports = graph.ports();
+        let node_names = node_names(graph);
+        let (mut nh, mut ns) = (0u32, 0u32);
+        let roles: Vec<Role> = graph
+            .nodes
+            .iter()
+            .map(|kind| match kind {
+                NodeKind::Host => {
+                    nh += 1;
+                    Role::Host(nh - 1)
+                }
+                NodeKind::Switch { .. } => {
+                    ns += 1;
+                    Role::Switch(ns - 1)
+                }
+            })
+            .collect();
+        let bands = p.switch.priorities.max(1) as usize;
+        let mut ports = Vec::new();
+        let mut port_base = Vec::with_capacity(graph.nodes.len() + 1);
+        for (n, plist) in node_ports.iter().enumerate() {
+            port_base.push(ports.len() as u32);
+            for (local, &(li, peer)) in plist.iter().enumerate() {
+                let l = &graph.links[li];
+                let link = Link { delay: l.delay, loss: l.loss, in_flight: Default::default() };
+                let b = if matches!(roles[n], Role::Switch(_)) { bands } else { 1 };
+                ports.push(Port::new(n as u32, local as u16, peer as u32, l.rate, link, b));
+            }
+        }
+        port_base.push(ports.len() as u32);
+        let mut switches = Vec::new();
+        let mut nics = Vec::new();
+        for (n, role) in roles.iter().enumerate() {
+            match role {
+                Role::Switch(s) => switches.push(Switch {
+                    node: n as u32,
+                    buffer: SharedBuffer { size: p.switch.buffer.0, used: 0, alpha: p.switch.alpha },
+                    ecn: p.ecn,
+                    salt: flow_hash(*s, n as u32, 0x5eed, false),
+                }),
+                Role::Host(_) => nics.push(Nic { node: n as u32, port: port_base[n], ..Nic::default() }),
+            }
+        }
+
+        let mut world = World {
+            q: EventQueue::new(),
+            clock: Time::ZERO,
+            roles,
+            node_names,
+            port_base,
+            ports,
+            switches,
+            nics,
+            routes,
+            flows: Vec::with_capacity(p.flows.len()),
+            next_start: 0,
+            classes: p.classes,
+            tcp: p.tcp,
+            rng_loss: stream(p.seed, 1),
+            rng_ecn: stream(p.seed, 2),
+            counters: Counters::default(),
+            unfinished: 0,
+            endless: 0,
+            end: p.duration,
+            stop_when_done: p.stop_when_done,
+            stopped: false,
+            events: 0,
+            seed: p.seed,
+            queue_ports: p.queue_ports,
+            queue_interval: p.queue_interval,
+            queue_samples: Vec::new(),
+            cwnd_flows: Vec::new(),
+            cwnd_interval: p.cwnd_interval,
+            cwnd_samples: Vec::new(),
+        };
+        for spec in &p.flows {
+            world.add_flow(spec);
+        }
+        world.cwnd_flows = match p.cwnd_flows {
+            Some(v) if !v.is_empty() => v,
+            Some(_) => (0..world.flows.len() as u32).collect(),
+            None => Vec::new(),
+        };
+        if let Some(f) = world.flows.first() {
+            world.q.push(f.start, Event::FlowStart(0));
+        }
+        if !world.queue_ports.is_empty() {
+            world.q.push(Time::ZERO, Event::SampleQueues);
+        }
+        if !world.cwnd_flows.is_empty() {
+            world.q.push(Time::ZERO, Event::SampleCwnd);
+        }
+        world
+    }
+
+    /// Adds a flow; flows must be added in start-time order.
+    fn add_flow(&mut self, spec: &FlowSpec) {
+        let id = self.flows.len() as u32;
+        let (src, dst) = (spec.src as u32, spec.dst as u32);
+        let hash_fwd = flow_hash(src, dst, id, false);
+        let hash_rev = flow_hash(dst, src, id, true);
+        let class = &self.classes[spec.class];
+        let host_port = &self.ports[self.nics[spec.src].port as usize];
+        let link_rate = host_port.rate;
+        let mss = self.tcp.mss();
+        let first_frame = TcpConfig::wire_bytes(spec.size.unwrap_or(mss).min(mss)) as u64;
+        let base_rtt = self.path_rtt(src, dst, hash_fwd, hash_rev, first_frame);
+        let ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt };
+        let algo = (class.factory)(&ctx);
+        let sender = Sender::new(&self.tcp, spec.size, algo);
+        let receiver = Receiver::new(&self.tcp, sender.ecn_mode());
+        let ideal_fct = match spec.size {
+            Some(s) => base_rtt + link_rate.tx_time(self.tcp.wire_bytes_for(s)),
+            None => Time::ZERO,
+        };
+        match spec.size {
+            Some(_) => self.unfinished += 1,
+            None => self.endless += 1,
+        }
+        self.flows.push(Flow {
+            id,
+            src,
+            dst,
+            class: spec.class as u16,
+            size: spec.size,
+            start: spec.start,
+            finish: None,
+            base_rtt,
+            ideal_fct,
+            sender,
+            receiver,
+            hash_fwd,
+            hash_rev,
+            prio: class.priority,
+            in_active: false,
+        });
+    }
+
+    /// Round trip with empty queues along the flow's ECMP path: propagation both ways, the first
+    /// frame's serialization at each hop after the first (store and forward), and the ACK's
+    /// serialization at every hop back. A one-packet flow takes exactly its ideal FCT.
+    fn path_rtt(&self, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64) -> Time {
+        let ack_frame = (ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER) as u64;
+        let forward = self.walk(src, dst, hash_fwd, |i, port| {
+            port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
+        });
+        let back = self.walk(dst, src, hash_rev, |_, port| port.link.delay + port.rate.tx_time(ack_frame));
+        forward + back
+    }
+
+    /// Sums `cost(hop index, egress port)` along the path a packet with `hash` takes.
+    fn walk(&self, from: u32, to: u32, hash: u32, cost: impl Fn(usize, &Port) -> Time) -> Time {
+        let mut total = Time::ZERO;
+        let mut port = self.nics[from as usize].port as usize;
+        for i in 0..256 {
+            total += cost(i, &self.ports[port]);
+            let node = self.ports[port].peer_node as usize;
+            let sw = match self.roles[node] {
+                Role::Host(_) => break,
+                Role::Switch(s) => s as usize,
+            };
+            let hops = self.routes.next_hops(node, to as usize);
+            if hops.is_empty() {
+                break;
+            }
+            let local = hops[ecmp_pick(hash, self.switches[sw].salt, hops.len())];
+            port = self.port_base[node] as usize + local as usize;
+        }
+        total
+    }
+
+    /// Runs until the end time, the last flow finishing (when asked), or no events remain.
+    /// `progress` is called now and then with the current simulated time.
+    pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
+        let end = self.end.unwrap_or(Time::MAX);
+        while !self.stopped {
+            let Some((now, ev)) = self.q.pop_until(end) else {
+                // Out of events, or the next one lies past the end time.
+                if self.end.is_some() && !self.q.is_empty() {
+                    self.clock = end;
+                }
+                break;
+            };
+            self.clock = now;
+            self.events += 1;
+            self.step(now, ev);
+            if self.events & 0xffff == 0 {
+                progress(now);
+            }
+        }
+    }
+
+    fn step(&mut self, now: Time, ev: Event) {
+        match ev {
+            Event::Arrive(p) => self.on_arrive(p, now),
+            Event::TxDone(p) => self.on_tx_done(p, now),
+            Event::FlowStart(f) => self.on_flow_start(f, now),
+            Event::Rto(f, gen) => self.on_rto(f, gen, now),
+            Event::DelayedAck(f, gen) => self.on_delayed_ack(f, gen, now),
+            Event::NicWake(h) => {
+                self.nics[h as usize].wake_at = None;
+                self.nic_send(h, now);
+            }
+            Event::SampleQueues => {
+                for &p in &self.queue_ports {
+                    let port = &self.ports[p as usize];
+                    let bytes = match self.roles[port.node as usize] {
+                        Role::Switch(_) => port.queue.bytes(),
+                        Role::Host(h) => self.nics[h as usize].ctrl_bytes(),
+                    };
+                    self.queue_samples.push(QueueSample { t: now, port: p, bytes });
+                }
+                self.q.push(now + self.queue_interval, Event::SampleQueues);
+            }
+            Event::SampleCwnd => {
+                if self.cwnd_interval == Time::ZERO {
+                    return;
+                }
+                for &f in &self.cwnd_flows {
+                    let flow = &self.flows[f as usize];
+                    if flow.start <= now && flow.finish.is_none() {
+                        self.cwnd_samples.push(CwndSample { t: now, flow: f, cwnd: flow.sender.win.cwnd });
+                    }
+                }
+                self.q.push(now + self.cwnd_interval, Event::SampleCwnd);
+            }
+        }
+    }
+
+    fn on_arrive(&mut self, p: u32, now: Time) {
+        let port = &mut self.ports[p as usize];
+        let pkt = port.link.in_flight.pop_front().expect("an arrival event per packet on the wire");
+        let node = port.peer_node;
+        match self.roles[node as usize] {
+            Role::Switch(s) => self.forward(s, pkt, now),
+            Role::Host(h) => self.host_receive(h, pkt, now),
+        }
+    }
+
+    /// Switch forwarding: TTL, ECMP lookup, shared-buffer admission, ECN marking, enqueue.
+    fn forward(&mut self, s: u32, mut pkt: Packet, now: Time) {
+        pkt.ttl = pkt.ttl.saturating_sub(1);
+        if pkt.ttl == 0 {
+            self.counters.drops_ttl += 1;
+            return;
+        }
+        let sw = &mut self.switches[s as usize];
+        let node = sw.node as usize;
+        let hops = self.routes.next_hops(node, pkt.dst as usize);
+        let local = hops[ecmp_pick(pkt.hash, sw.salt, hops.len())];
+        let pid = self.port_base[node] + local as u32;
+        let port = &mut self.ports[pid as usize];
+        if port.idle(now) && port.queue.is_empty() {
+            self.transmit(pid, pkt, now);
+            return;
+        }
+        let len = pkt.wire_bytes as u64;
+        let band_bytes = port.queue.band_bytes(pkt.prio);
+        if !sw.buffer.admits(band_bytes, len) {
+            self.counters.drops_buffer += 1;
+            return;
+        }
+        if pkt.ecn == Ecn::Ect && sw.ecn != EcnMarking::Off {
+            let rng = &mut self.rng_ecn;
+            if sw.ecn.should_mark(band_bytes, || rng.gen::<f64>()) {
+                pkt.ecn = Ecn::Ce;
+                self.counters.ecn_marks += 1;
+            }
+        }
+        sw.buffer.used += len;
+        port.queue.push(pkt);
+        if !port.tx_event_pending {
+            port.tx_event_pending = true;
+            self.q.push(port.busy_until, Event::TxDone(pid));
+        }
+    }
+
+    /// Starts serializing `pkt` on port `pid` now; it arrives after serialization plus delay.
+    fn transmit(&mut self, pid: u32, pkt: Packet, now: Time) {
+        let port = &mut self.ports[pid as usize];
+        let done = now + port.rate.tx_time(pkt.wire_bytes as u64);
+        port.busy_until = done;
+        port.tx_bytes += pkt.wire_bytes as u64;
+        port.tx_packets += 1;
+        if port.link.loss > 0.0 && self.rng_loss.gen::<f64>() < port.link.loss {
+            self.counters.drops_link_loss += 1;
+            return;
+        }
+        port.link.in_flight.push_back(pkt);
+        self.q.push(done + port.link.delay, Event::Arrive(pid));
+    }
+
+    fn on_tx_done(&mut self, pid: u32, now: Time) {
+        let port = &mut self.ports[pid as usize];
+        port.tx_event_pending = false;
+        match self.roles[port.node as usize] {
+            Role::Host(h) => self.nic_send(h, now),
+            Role::Switch(s) => {
+                if let Some(pkt) = port.queue.pop() {
+                    self.switches[s as usize].buffer.used -= pkt.wire_bytes as u64;
+                    self.transmit(pid, pkt, now);
+                    let port = &mut self.ports[pid as usize];
+                    if !port.queue.is_empty() {
+                        port.tx_event_pending = true;
+                        self.q.push(port.busy_until, Event::TxDone(pid));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Puts the host's next packet on the wire if the NIC is free: control first, then data.
+    fn nic_send(&mut self, h: u32, now: Time) {
+        let pid = self.nics[h as usize].port;
+        let port = &mut self.ports[pid as usize];
+        if !port.idle(now) {
+            if !port.tx_event_pending {
+                port.tx_event_pending = true;
+                self.q.push(port.busy_until, Event::TxDone(pid));
+            }
+            return;
+        }
+        if port.tx_event_pending {
+            return;
+        }
+        let pkt = match self.nics[h as usize].ctrl.pop_front() {
+            Some(p) => Some(p),
+            None => self.next_data_packet(h, now),
+        };
+        if let Some(pkt) = pkt {
+            self.counters.packets_sent += 1;
+            self.transmit(pid, pkt, now);
+            let port = &mut self.ports[pid as usize];
+            port.tx_event_pending = true;
+            self.q.push(port.busy_until, Event::TxDone(pid));
+        }
+    }
+
+    /// The CC engine's scheduler: round robin over active flows, skipping paced ones.
+    fn next_data_packet(&mut self, h: u32, now: Time) -> Option<Packet> {
+        let mut earliest: Option<Time> = None;
+        for _ in 0..self.nics[h as usize].active.len() {
+            let f = self.nics[h as usize].active.pop_front()?;
+            let flow = &mut self.flows[f as usize];
+            if flow.sender.pace_next > now {
+                if flow.sender.has_sendable() {
+                    earliest = Some(earliest.map_or(flow.sender.pace_next, |e| e.min(flow.sender.pace_next)));
+                    self.nics[h as usize].active.push_back(f);
+                } else {
+                    flow.in_active = false;
+                }
+                continue;
+            }
+            let Some(seg) = flow.sender.next_segment(now) else {
+                flow.in_active = false;
+                continue;
+            };
+            self.nics[h as usize].active.push_back(f);
+            return Some(self.emit_segment(f, seg, now));
+        }
+        if let Some(t) = earliest {
+            let nic = &mut self.nics[h as usize];
+            if nic.wake_at.is_none_or(|w| w > t) {
+                nic.wake_at = Some(t);
+                self.q.push(t, Event::NicWake(h));
+            }
+        }
+        None
+    }
+
+    /// Turns a sender's segment into a packet and does the per-transmission bookkeeping.
+    fn emit_segment(&mut self, f: u32, seg: Segment, now: Time) -> Packet {
+        let flow = &mut self.flows[f as usize];
+        let wire_bytes = TcpConfig::wire_bytes(seg.len);
+        let pkt = Packet {
+            flow: f,
+            src: flow.src,
+            dst: flow.dst,
+            hash: flow.hash_fwd,
+            seq: seg.seq,
+            ack: 0,
+            payload: seg.len as u32,
+            wire_bytes,
+            flags: seg.flags,
+            ecn: if flow.sender.ecn_mode() == EcnMode::Off { Ecn::NotEct } else { Ecn::Ect },
+            ttl: 64,
+            prio: flow.prio,
+            ts: now,
+            ..Packet::default()
+        };
+        if seg.len > 0 {
+            self.counters.data_packets += 1;
+        }
+        if let Some(rate) = flow.sender.win.pacing_rate {
+            flow.sender.pace_next = now + rate.tx_time(wire_bytes as u64);
+        }
+        if flow.sender.rto_timer.deadline().is_none() {
+            let at = now + flow.sender.rtt.rto();
+            if let Some((t, gen)) = flow.sender.rto_timer.arm(at) {
+                self.q.push(t, Event::Rto(f, gen));
+            }
+        }
+        pkt
+    }
+
+    /// Marks a flow as having something to send and wakes its NIC.
+    fn activate(&mut self, f: u32, now: Time) {
+        let flow = &mut self.flows[f as usize];
+        let h = flow.src;
+        if !flow.in_active {
+            flow.in_active = true;
+            self.nics[h as usize].active.push_back(f);
+        }
+        self.nic_send(h, now);
+    }
+
+    fn send_ctrl(&mut self, h: u32, pkt: Packet, now: Time) {
+        self.nics[h as usize].ctrl.push_back(pkt);
+        self.nic_send(h, now);
+    }
+
+    fn host_receive(&mut self, h: u32, pkt: Packet, now: Time) {
+        self.counters.packets_delivered += 1;
+        debug_assert_eq!(pkt.dst, h);
+        let f = pkt.flow;
+        if pkt.is_forward() {
+            let flow = &mut self.flows[f as usize];
+            if pkt.has(flags::SYN) {
+                let mut syn_ack = flow.receiver.build_syn_ack(&pkt);
+                syn_ack.hash = flow.hash_rev;
+                self.send_ctrl(h, syn_ack, now);
+                return;
+            }
+            let template = Packet { flow: f, src: flow.src, dst: flow.dst, prio: flow.prio, ..Packet::default() };
+            let (early, plan) = flow.receiver.on_segment(&pkt, now);
+            if let Some(mut a) = early {
+                a.hash = flow.hash_rev;
+                self.nics[h as usize].ctrl.push_back(a);
+            }
+            match plan {
+                AckPlan::Now => {
+                    let mut a = flow.receiver.build_ack(&template);
+                    a.hash = flow.hash_rev;
+                    self.nics[h as usize].ctrl.push_back(a);
+                }
+                AckPlan::Delay(at) => {
+                    if flow.receiver.delack_timer.deadline().is_none() {
+                        if let Some((t, gen)) = flow.receiver.delack_timer.arm(at) {
+                            self.q.push(t, Event::DelayedAck(f, gen));
+                        }
+                    }
+                }
+            }
+            self.nic_send(h, now);
+        } else {
+            let flow = &mut self.flows[f as usize];
+            let out = flow.sender.on_ack(&pkt, now);
+            if out.completed {
+                flow.finish = Some(now);
+                self.unfinished -= 1;
+                if self.stop_when_done && self.unfinished == 0 && self.endless == 0 && self.next_start >= self.flows.len() {
+                    self.stopped = true;
+                }
+                return;
+            }
+            if out.newly_acked > 0 || out.may_send {
+                if flow.sender.needs_timer() {
+                    if out.newly_acked > 0 || flow.sender.rto_timer.deadline().is_none() {
+                        let at = now + flow.sender.rtt.rto();
+                        if let Some((t, gen)) = flow.sender.rto_timer.arm(at) {
+                            self.q.push(t, Event::Rto(f, gen));
+                        }
+                    }
+                } else {
+                    flow.sender.rto_timer.cancel();
+                }
+            }
+            if out.may_send {
+                self.activate(f, now);
+            }
+        }
+    }
+
+    fn on_flow_start(&mut self, f: u32, now: Time) {
+        self.next_start = f as usize + 1;
+        if let Some(next) = self.flows.get(self.next_start) {
+            self.q.push(next.start, Event::FlowStart(self.next_start as u32));
+        }
+        self.activate(f, now);
+    }
+
+    fn on_rto(&mut self, f: u32, gen: u32, now: Time) {
+        let flow = &mut self.flows[f as usize];
+        match flow.sender.rto_timer.fire(now, gen) {
+            TimerFire::Stale => {}
+            TimerFire::Reschedule(t, g) => self.q.push(t, Event::Rto(f, g)),
+            TimerFire::Expired => {
+                if !flow.sender.needs_timer() {
+                    return;
+                }
+                flow.sender.on_timeout(now);
+                self.activate(f, now);
+            }
+        }
+    }
+
+    fn on_delayed_ack(&mut self, f: u32, gen: u32, now: Time) {
+        let flow = &mut self.flows[f as usize];
+        if flow.receiver.delack_timer.fire(now, gen) != TimerFire::Expired || !flow.receiver.has_unacked() {
+            return;
+        }
+        let template = Packet { flow: f, src: flow.src, dst: flow.dst, prio: flow.prio, ..Packet::default() };
+        let mut a = flow.receiver.build_ack(&template);
+        a.hash = flow.hash_rev;
+        let h = flow.dst;
+        self.send_ctrl(h, a, now);
+    }
+
+    // ---- inspection -------------------------------------------------------------------------
+
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.clock
+    }
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+    /// The run's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Every flow, by id.
+    pub fn flows(&self) -> &[Flow] {
+        &self.flows
+    }
+    /// Traffic classes, by index.
+    pub fn classes(&self) -> &[ClassRuntime] {
+        &self.classes
+    }
+    /// Packet counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// Queue samples recorded.
+    pub fn queue_samples(&self) -> &[QueueSample] {
+        &self.queue_samples
+    }
+    /// Window samples recorded.
+    pub fn cwnd_samples(&self) -> &[CwndSample] {
+        &self.cwnd_samples
+    }
+    /// Every port, by global id.
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+    /// A node's display name ("h3", "sw0").
+    pub fn node_name(&self, node: u32) -> &str {
+        &self.node_names[node as usize]
+    }
+    /// Number of hosts.
+    pub fn host_count(&self) -> usize {
+        self.nics.len()
+    }
+    /// The host link rate of host `h`.
+    pub fn host_rate(&self, h: u32) -> Rate {
+        self.ports[self.nics[h as usize].port as usize].rate
+    }
+
+    /// Global port ids named by a spec: "sw0->sw1", "sw0" (all its ports) or "h3" (its NIC).
+    pub fn resolve_ports(names: &[String], graph: &Graph, spec: &str) -> Result<Vec<u32>, String> {
+        let node_ports = graph.ports();
+        let mut base = Vec::with_capacity(node_ports.len());
+        let mut acc = 0u32;
+        for p in &node_ports {
+            base.push(acc);
+            acc += p.len() as u32;
+        }
+        let find = |name: &str| {
+            names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| format!("no node named \"{name}\"; nodes are h0..h{} and sw0..sw{}", graph.hosts().len() - 1, names.len() - graph.hosts().len() - 1))
+        };
+        match spec.split_once("->") {
+            Some((a, b)) => {
+                let (a, b) = (find(a.trim())?, find(b.trim())?);
+                let local = node_ports[a]
+                    .iter()
+                    .position(|&(_, peer)| peer == b)
+                    .ok_or_else(|| format!("{} has no link to {}", names[a], names[b]))?;
+                Ok(vec![base[a] + local as u32])
+            }
+            None => {
+                let a = find(spec.trim())?;
+                Ok((0..node_ports[a].len() as u32).map(|l| base[a] + l).collect())
+            }
+        }
+    }
+
+    /// Checks conservation: every packet sent is delivered, dropped or still in the network, and
+    /// every flow's receiver got each byte once and in order.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        let c = &self.counters;
+        let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + p.link.in_flight.len()) as u64).sum();
+        let forwarded_sent = c.packets_sent;
+        if forwarded_sent != c.packets_delivered + c.drops() + in_network {
+            return Err(format!(
+                "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",
+                forwarded_sent,
+                c.packets_delivered,
+                c.drops(),
+                in_network
+            ));
+        }
+        for f in &self.flows {
+            let r = &f.receiver;
+            if r.delivered != r.rcv_nxt {
+                return Err(format!("flow {}: delivered {} != next expected {}", f.id, r.delivered, r.rcv_nxt));
+            }
+            if f.sender.una > r.rcv_nxt {
+                return Err(format!("flow {}: sender saw {} acknowledged but receiver has {}", f.id, f.sender.una, r.rcv_nxt));
+            }
+            if let Some(size) = f.size {
+                if r.delivered > size {
+                    return Err(format!("flow {}: delivered {} of {} bytes", f.id, r.delivered, size));
+                }
+                if f.finish.is_some() && r.delivered != size {
+                    return Err(format!("flow {}: finished with {} of {} bytes delivered", f.id, r.delivered, size));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Names of the graph's nodes as the world gives them ("h0".., "sw0"..).
+pub fn node_names(graph: &Graph) -> Vec<String> {
+    let (mut nh, mut ns) = (0, 0);
+    graph
+        .nodes
+        .iter()
+        .map(|k| match k {
+            NodeKind::Host => {
+                nh += 1;
+                format!("h{}", nh - 1)
+            }
+            NodeKind::Switch { .. } => {
+                ns += 1;
+                format!("sw{}", ns - 1)
+            }
+        })
+        .collect()
+}
