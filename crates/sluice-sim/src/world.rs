@@ -674,16 +674,12 @@ impl World {
                 }
                 return;
             }
-            if out.newly_acked > 0 || out.may_send {
-                if flow.sender.needs_timer() {
-                    if out.newly_acked > 0 || flow.sender.rto_timer.deadline().is_none() {
-                        let at = now + flow.sender.rtt.rto();
-                        if let Some((t, gen)) = flow.sender.rto_timer.arm(at) {
-                            self.q.push(t, Event::Rto(f, gen));
-                        }
-                    }
-                } else {
-                    flow.sender.rto_timer.cancel();
+            if !flow.sender.needs_timer() {
+                flow.sender.rto_timer.cancel();
+            } else if out.una_advanced || flow.sender.rto_timer.deadline().is_none() {
+                let at = now + flow.sender.rtt.rto();
+                if let Some((t, gen)) = flow.sender.rto_timer.arm(at) {
+                    self.q.push(t, Event::Rto(f, gen));
                 }
             }
             if out.may_send {

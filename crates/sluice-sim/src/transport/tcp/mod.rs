@@ -25,7 +25,7 @@ pub struct TcpConfig {
     pub init_cwnd: u32,
     /// Lower bound of the retransmission timeout.
     pub rto_min: Time,
-    /// RTO before the first RTT sample.
+    /// RTO before the first RTT sample (never below `rto_min`).
     pub rto_init: Time,
     /// Upper bound of the backed-off RTO.
     pub rto_max: Time,
@@ -87,8 +87,8 @@ impl TcpConfig {
         if self.rto_min == Time::ZERO {
             return Err("transport.rto_min: expected a positive duration like \"1ms\"".into());
         }
-        if self.rto_max < self.rto_min || self.rto_init < self.rto_min {
-            return Err("transport.rto_init / rto_max: expected rto_min <= rto_init <= rto_max".into());
+        if self.rto_max < self.rto_min {
+            return Err(format!("transport.rto_max: expected at least rto_min ({}), got {}", self.rto_min, self.rto_max));
         }
         if self.delayed_ack_segments == 0 {
             return Err("transport.delayed_ack_segments: expected at least 1".into());

@@ -17,7 +17,7 @@ pub struct RttEstimator {
 impl RttEstimator {
     /// A fresh estimator (RTO = `rto_init` until the first sample).
     pub fn new(rto_min: Time, rto_init: Time, rto_max: Time) -> Self {
-        RttEstimator { srtt: None, rttvar: Time::ZERO, min_rtt: Time::MAX, rto_min, rto_max, rto_init, backoff: 0 }
+        RttEstimator { srtt: None, rttvar: Time::ZERO, min_rtt: Time::MAX, rto_min, rto_max, rto_init: rto_init.max(rto_min), backoff: 0 }
     }
 
     /// Folds in one RTT measurement (alpha = 1/8, beta = 1/4).

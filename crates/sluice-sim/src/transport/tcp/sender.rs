@@ -47,6 +47,8 @@ pub struct TimeoutRecord {
 pub struct AckOutcome {
     /// Bytes newly acknowledged (cumulatively or by SACK).
     pub newly_acked: u64,
+    /// The cumulative ACK advanced (RFC 6298 restarts the timer only then).
+    pub una_advanced: bool,
     /// The window may allow more to be sent.
     pub may_send: bool,
     /// The whole flow is now acknowledged.
@@ -304,6 +306,7 @@ impl Sender {
             out.completed = true;
         }
         out.newly_acked = newly;
+        out.una_advanced = advanced;
         out.may_send = newly > 0 || self.recovery_end.is_some();
         out
     }
