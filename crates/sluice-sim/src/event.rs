@@ -2,17 +2,42 @@
 //! cancellable timers by generation counter.
 
 use crate::time::Time;
-use radix_heap::RadixHeapMap;
-use std::cmp::Reverse;
+use dary_heap::QuaternaryHeap;
+use std::cmp::{Ordering, Reverse};
 
 /// A deterministic future-event list: events pop in time order, ties in insertion order.
+///
+/// A 4-ary heap keyed by (time, insertion sequence): shallower than a binary heap and friendlier
+/// to the cache. The queue is monotone: nothing is scheduled before the last popped time.
 pub struct EventQueue<E> {
-    // A radix heap is a monotone max-heap; `Reverse` makes it pop the earliest (time, seq) first.
-    heap: RadixHeapMap<Reverse<(u64, u64)>, E>,
-    /// An event popped past a limit, handed out first next time (a radix heap cannot peek).
+    heap: QuaternaryHeap<Entry<E>>,
+    /// An event popped past a limit, handed out first next time.
     held: Option<(Time, E)>,
     seq: u64,
     now: Time,
+}
+
+/// A heap entry ordered by (time, seq), earliest first.
+struct Entry<E> {
+    key: Reverse<(u64, u64)>,
+    ev: E,
+}
+
+impl<E> PartialEq for Entry<E> {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<E> Ord for Entry<E> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.cmp(&o.key)
+    }
 }
 
 impl<E> Default for EventQueue<E> {
@@ -24,7 +49,7 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
-        EventQueue { heap: RadixHeapMap::new(), held: None, seq: 0, now: Time::ZERO }
+        EventQueue { heap: QuaternaryHeap::new(), held: None, seq: 0, now: Time::ZERO }
     }
 
     /// The time of the last popped event.
@@ -33,10 +58,10 @@ impl<E> EventQueue<E> {
     }
 
     /// Schedules `ev` at `at`; times before `now` are clamped to `now` (the queue is monotone).
+    #[inline]
     pub fn push(&mut self, at: Time, ev: E) {
         let at = at.max(self.now);
-        debug_assert!(self.held.as_ref().is_none_or(|h| h.0 <= at), "push before an event held past a limit");
-        self.heap.push(Reverse((at.0, self.seq)), ev);
+        self.heap.push(Entry { key: Reverse((at.0, self.seq)), ev });
         self.seq += 1;
     }
 
@@ -46,8 +71,9 @@ impl<E> EventQueue<E> {
     }
 
     /// Like `pop`, but leaves an event later than `limit` in the queue and returns `None`.
+    #[inline]
     pub fn pop_until(&mut self, limit: Time) -> Option<(Time, E)> {
-        let next = self.held.take().or_else(|| self.heap.pop().map(|(Reverse((t, _)), ev)| (Time(t), ev)));
+        let next = self.held.take().or_else(|| self.heap.pop().map(|e| (Time(e.key.0 .0), e.ev)));
         match next {
             Some((t, ev)) if t <= limit => {
                 self.now = t;

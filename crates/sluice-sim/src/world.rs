@@ -21,7 +21,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// Everything that happens, dispatched by one `match` in [`World::step`].
 #[derive(Clone, Copy, Debug)]
 enum Event {
-    /// The head packet on port's link reaches the far end.
+    /// The head packet on the port's link reaches the far end.
     Arrive(u32),
     /// The port's serializer finished; it may start the next packet.
     TxDone(u32),
@@ -440,7 +440,10 @@ impl World {
 
     fn on_arrive(&mut self, p: u32, now: Time) {
         let port = &mut self.ports[p as usize];
-        let pkt = port.link.in_flight.pop_front().expect("an arrival event per packet on the wire");
+        let (_, pkt) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
+        if let Some(&(next, _)) = port.link.in_flight.front() {
+            self.q.push(next, Event::Arrive(p));
+        }
         let node = port.peer_node;
         match self.roles[node as usize] {
             Role::Switch(s) => self.forward(s, pkt, now),
@@ -497,8 +500,11 @@ impl World {
             self.counters.drops_link_loss += 1;
             return;
         }
-        port.link.in_flight.push_back(pkt);
-        self.q.push(done + port.link.delay, Event::Arrive(pid));
+        let arrival = done + port.link.delay;
+        if port.link.in_flight.is_empty() {
+            self.q.push(arrival, Event::Arrive(pid));
+        }
+        port.link.in_flight.push_back((arrival, pkt));
     }
 
     fn on_tx_done(&mut self, pid: u32, now: Time) {
