@@ -87,20 +87,24 @@ impl Sub for Time {
 }
 
 impl fmt::Display for Time {
+    /// The largest unit in which the value is at least 1, with up to 3 decimals: "2.5ms", "800ps".
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let ps = self.0;
-        let (v, u) = if ps % 1_000_000_000_000 == 0 && ps > 0 {
-            (ps / 1_000_000_000_000, "s")
-        } else if ps % 1_000_000_000 == 0 && ps > 0 {
-            (ps / 1_000_000_000, "ms")
-        } else if ps % 1_000_000 == 0 && ps > 0 {
-            (ps / 1_000_000, "us")
-        } else if ps % 1_000 == 0 {
-            (ps / 1_000, "ns")
-        } else {
-            (ps, "ps")
+        let (scale, unit) = match ps {
+            p if p >= 1_000_000_000_000 => (1_000_000_000_000, "s"),
+            p if p >= 1_000_000_000 => (1_000_000_000, "ms"),
+            p if p >= 1_000_000 => (1_000_000, "us"),
+            p if p >= 1_000 => (1_000, "ns"),
+            _ => (1, "ps"),
         };
-        write!(f, "{v}{u}")
+        let (whole, frac) = (ps / scale, ps % scale);
+        let milli = (frac as u128 * 1000 / scale as u128) as u64;
+        if milli == 0 {
+            write!(f, "{whole}{unit}")
+        } else {
+            let decimals = format!("{milli:03}");
+            write!(f, "{whole}.{}{unit}", decimals.trim_end_matches('0'))
+        }
     }
 }
 
@@ -320,8 +324,9 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["10us", "2500ns", "3s", "800ps", "7ms"] {
+        for s in ["10us", "2.5us", "3s", "800ps", "7ms", "1.25ms"] {
             assert_eq!(Time::parse(s).unwrap().to_string(), s);
         }
+        assert_eq!(Time(4_131_132_720).to_string(), "4.131ms");
     }
 }

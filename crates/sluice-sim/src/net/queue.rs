@@ -76,11 +76,8 @@ impl EcnConfig {
             }
         };
         match self.mode.as_str() {
-            "off" | "" => {
-                reject(self.k.is_some(), "k")?;
-                reject(self.kmin.is_some() || self.kmax.is_some() || self.pmax.is_some(), "kmin/kmax/pmax")?;
-                Ok(EcnMarking::Off)
-            }
+            // Thresholds may stay in place when marking is switched off (e.g. by --set).
+            "off" | "" => Ok(EcnMarking::Off),
             "step" => {
                 reject(self.kmin.is_some() || self.kmax.is_some() || self.pmax.is_some(), "kmin/kmax/pmax")?;
                 Ok(EcnMarking::Step { k: need(self.k, "k")? })
