@@ -3,26 +3,19 @@
 
 use crate::time::Time;
 use dary_heap::QuaternaryHeap;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Ordering;
 
 /// A deterministic future-event list: events pop in time order, ties in insertion order.
-///
-/// A 4-ary heap keyed by (time, insertion sequence): shallower than a binary heap and friendlier
-/// to the cache. The queue is monotone: nothing is scheduled before the last popped time.
 pub struct EventQueue<E> {
     heap: QuaternaryHeap<Entry<E>>,
-    /// An event popped past a limit, handed out first next time.
-    held: Option<(Time, E)>,
     seq: u64,
     now: Time,
 }
 
-/// A heap entry ordered by (time, seq), earliest first.
 struct Entry<E> {
-    key: Reverse<(u64, u64)>,
+    key: u128,
     ev: E,
 }
-
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
         self.key == o.key
@@ -35,65 +28,40 @@ impl<E> PartialOrd for Entry<E> {
     }
 }
 impl<E> Ord for Entry<E> {
+    #[inline]
     fn cmp(&self, o: &Self) -> Ordering {
-        self.key.cmp(&o.key)
+        o.key.cmp(&self.key)
     }
 }
-
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
-
 impl<E> EventQueue<E> {
-    /// An empty queue at time zero.
     pub fn new() -> Self {
-        EventQueue { heap: QuaternaryHeap::new(), held: None, seq: 0, now: Time::ZERO }
+        EventQueue { heap: QuaternaryHeap::new(), seq: 0, now: Time::ZERO }
     }
-
-    /// The time of the last popped event.
     pub fn now(&self) -> Time {
         self.now
     }
-
-    /// Schedules `ev` at `at`; times before `now` are clamped to `now` (the queue is monotone).
     #[inline]
     pub fn push(&mut self, at: Time, ev: E) {
         let at = at.max(self.now);
-        self.heap.push(Entry { key: Reverse((at.0, self.seq)), ev });
+        self.heap.push(Entry { key: (at.0 as u128) << 64 | self.seq as u128, ev });
         self.seq += 1;
     }
-
-    /// Removes and returns the earliest event, advancing `now` to its time.
-    pub fn pop(&mut self) -> Option<(Time, E)> {
-        self.pop_until(Time::MAX)
-    }
-
-    /// Like `pop`, but leaves an event later than `limit` in the queue and returns `None`.
     #[inline]
-    pub fn pop_until(&mut self, limit: Time) -> Option<(Time, E)> {
-        let next = self.held.take().or_else(|| self.heap.pop().map(|e| (Time(e.key.0 .0), e.ev)));
-        match next {
-            Some((t, ev)) if t <= limit => {
-                self.now = t;
-                Some((t, ev))
-            }
-            later => {
-                self.held = later;
-                None
-            }
-        }
+    pub fn pop(&mut self) -> Option<(Time, E)> {
+        let e = self.heap.pop()?;
+        self.now = Time((e.key >> 64) as u64);
+        Some((self.now, e.ev))
     }
-
-    /// Number of pending events (including stale timer events).
     pub fn len(&self) -> usize {
-        self.heap.len() + self.held.is_some() as usize
+        self.heap.len()
     }
-
-    /// True when no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.heap.is_empty()
     }
 }
 
@@ -183,16 +151,23 @@ mod tests {
     }
 
     #[test]
-    fn pop_until_holds_later_events_back() {
+    fn interleaved_pushes_keep_time_order_and_fifo_ties() {
+        // Pushes between pops, at the current time and later, as a run makes them.
         let mut q = EventQueue::new();
-        q.push(Time(10), 1);
-        q.push(Time(50), 2);
-        assert_eq!(q.pop_until(Time(20)), Some((Time(10), 1)));
-        assert_eq!(q.pop_until(Time(20)), None);
-        assert_eq!(q.now(), Time(10));
-        assert_eq!(q.len(), 1);
-        assert_eq!(q.pop_until(Time(50)), Some((Time(50), 2)));
-        assert!(q.is_empty());
+        q.push(Time(10), 0);
+        q.push(Time(1_000_000), 1);
+        let mut out = Vec::new();
+        while let Some((t, e)) = q.pop() {
+            out.push((t.0, e));
+            if e < 6 {
+                q.push(t, 10 + e);
+                q.push(Time(t.0 + 7), e + 2);
+            }
+        }
+        let times: Vec<u64> = out.iter().map(|p| p.0).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{out:?}");
+        assert_eq!(out[..3], [(10, 0), (10, 10), (17, 2)]);
+        assert_eq!(out.len(), 2 + 2 * 6);
     }
 
     #[test]

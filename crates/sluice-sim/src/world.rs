@@ -37,6 +37,8 @@ enum Event {
     SampleQueues,
     /// Record congestion windows.
     SampleCwnd,
+    /// The scenario's end time: the run stops here.
+    End,
 }
 
 /// What a node is, with its index in the matching arena.
@@ -301,6 +303,9 @@ impl World {
         if !world.cwnd_flows.is_empty() {
             world.q.push(Time::ZERO, Event::SampleCwnd);
         }
+        if let Some(end) = world.end {
+            world.q.push(end, Event::End);
+        }
         world
     }
 
@@ -383,15 +388,8 @@ impl World {
     /// Runs until the end time, the last flow finishing (when asked), or no events remain.
     /// `progress` is called now and then with the current simulated time.
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
-        let end = self.end.unwrap_or(Time::MAX);
         while !self.stopped {
-            let Some((now, ev)) = self.q.pop_until(end) else {
-                // Out of events, or the next one lies past the end time.
-                if self.end.is_some() && !self.q.is_empty() {
-                    self.clock = end;
-                }
-                break;
-            };
+            let Some((now, ev)) = self.q.pop() else { break };
             self.clock = now;
             self.events += 1;
             self.step(now, ev);
@@ -408,6 +406,11 @@ impl World {
             Event::FlowStart(f) => self.on_flow_start(f, now),
             Event::Rto(f, gen) => self.on_rto(f, gen, now),
             Event::DelayedAck(f, gen) => self.on_delayed_ack(f, gen, now),
+            Event::End => {
+                self.stopped = true;
+                // Not an event of the network: keep the count to the simulation's own work.
+                self.events -= 1;
+            }
             Event::NicWake(h) => {
                 self.nics[h as usize].wake_at = None;
                 self.nic_send(h, now);
@@ -547,10 +550,20 @@ impl World {
         if let Some(pkt) = pkt {
             self.counters.packets_sent += 1;
             self.transmit(pid, pkt, now);
-            let port = &mut self.ports[pid as usize];
-            port.tx_event_pending = true;
-            self.q.push(port.busy_until, Event::TxDone(pid));
+            // Wake at the end of serialization only if there is more to send; otherwise the next
+            // ACK or flow start calls `nic_send`, which schedules the wake if the port is still busy.
+            if self.nic_has_backlog(h) {
+                let port = &mut self.ports[pid as usize];
+                port.tx_event_pending = true;
+                self.q.push(port.busy_until, Event::TxDone(pid));
+            }
         }
+    }
+
+    /// Whether the host has a control packet queued or an active flow the window lets send.
+    fn nic_has_backlog(&self, h: u32) -> bool {
+        let nic = &self.nics[h as usize];
+        !nic.ctrl.is_empty() || nic.active.iter().any(|&f| self.flows[f as usize].sender.has_sendable())
     }
 
     /// The CC engine's scheduler: round robin over active flows, skipping paced ones.
