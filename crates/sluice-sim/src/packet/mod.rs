@@ -3,6 +3,8 @@
 
 use crate::time::Time;
 
+pub mod tcp_int;
+
 /// Bytes of Ethernet framing a frame occupies on the wire beyond its IP packet: header 14, FCS 4,
 /// preamble and start delimiter 8, inter-frame gap 12.
 pub const ETHERNET_OVERHEAD: u32 = 38;
