@@ -1,6 +1,7 @@
 //! The congestion-control platform: the algorithm trait, the signals it sees, and the registry of
 //! named algorithms with typed, validated parameters.
 
+pub use crate::packet::tcp_int::IntReading;
 use crate::time::{Rate, Time};
 use std::sync::Arc;
 
@@ -37,6 +38,21 @@ pub struct AckSignals {
     pub snd_nxt: u64,
     /// The sender is in fast recovery or RTO recovery.
     pub in_recovery: bool,
+    /// Switch hops the acknowledged data crossed (from its IP TTL), if known.
+    pub path_hops: Option<u8>,
+    /// The TCP-INT echo this ACK carried, decoded; `None` when the peer or path gave none.
+    pub int: Option<IntEcho>,
+}
+
+/// A decoded TCP-INT echo: what the path's most congested hop reported, and the path latency.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntEcho {
+    /// The bottleneck hop's utilization or queue depth.
+    pub reading: IntReading,
+    /// Summed queueing and processing latency over the INT-capable hops.
+    pub path_latency: Time,
+    /// IP TTL at the hop that reported `reading` (0 when no hop raised INTval).
+    pub hop_id: u8,
 }
 
 /// The sender's window state that algorithms read and write.

@@ -94,6 +94,8 @@ pub struct Packet {
     pub ts: Time,
     /// Echoed timestamp (TSecr).
     pub ts_echo: Time,
+    /// The TCP-INT option, when the sender added one.
+    pub int: Option<tcp_int::TcpInt>,
 }
 
 impl Packet {

@@ -297,6 +297,8 @@ impl Sender {
             snd_nxt: self.nxt,
             // After a timeout the window slow-starts back (RFC 5681); only fast recovery holds it.
             in_recovery: self.recovery_end.is_some() && self.lost_mark == 0,
+            path_hops: None,
+            int: None,
         };
         self.cc.on_ack(&signals, &mut self.win);
 
