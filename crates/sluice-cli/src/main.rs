@@ -178,6 +178,18 @@ fn list() {
         }
     }
     println!("\ntopologies (topology.kind): star, dumbbell, leaf_spine, fat_tree, hpcc_file");
-    println!("workloads (workloads[].kind): flows, trace (format csv | hpcc), bulk");
+    println!("workloads (workloads[].kind):");
+    for (kind, what) in [
+        ("flows", "an explicit list of {src, dst, size, start}"),
+        ("trace", "a flow file: csv (src,dst,size_bytes,start) or hpcc"),
+        ("bulk", "long-lived N-to-1 flows (senders, receiver, optional size)"),
+        ("poisson", "open-loop arrivals at a load with sizes from a cdf (websearch, fb_hadoop, ali_storage, google_rpc or a file)"),
+        ("incast", "N-to-1 rounds (senders, receiver, size, rounds) or Poisson events (hosts, fan_in, size, load)"),
+        ("permutation", "each host sends size to a distinct other host"),
+        ("all_to_all", "every ordered host pair exchanges size"),
+        ("rpc", "closed-loop request/response clients (clients, servers, outstanding, sizes or cdfs, think_time)"),
+    ] {
+        println!("  {kind:<12} {what}");
+    }
     println!("ECN marking (switch.ecn.mode): off, step (k), red (kmin, kmax, pmax)");
 }

@@ -101,6 +101,36 @@ pub struct OutputConfig {
     pub queues: Option<QueueSampling>,
     /// Congestion-window sampling (`cwnd.csv`).
     pub cwnd: Option<CwndSampling>,
+    /// How `fct_buckets.csv` groups flows by size.
+    pub fct_buckets: Option<FctBuckets>,
+}
+
+/// `[output.fct_buckets]`: equal-count buckets of `percent` of the flows each (default 5, as the
+/// HPCC analysis), or explicit size `edges`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FctBuckets {
+    /// Percent of flows per bucket.
+    pub percent: Option<f64>,
+    /// Ascending upper edges, like ["10KB", "100KB", "1MB"].
+    pub edges: Option<Vec<Bytes>>,
+}
+
+impl FctBuckets {
+    /// Validates and converts.
+    pub fn bucketing(&self) -> Result<crate::metrics::Bucketing, String> {
+        use crate::metrics::Bucketing;
+        match (self.percent, &self.edges) {
+            (Some(_), Some(_)) => Err("output.fct_buckets.edges: give either percent or edges, not both".into()),
+            (Some(p), None) if p > 0.0 && p <= 100.0 => Ok(Bucketing::Percent(p)),
+            (Some(p), None) => Err(format!("output.fct_buckets.percent: expected a percent in (0, 100], got {p}")),
+            (None, Some(e)) if !e.is_empty() && e.windows(2).all(|w| w[0].0 < w[1].0) => {
+                Ok(Bucketing::Edges(e.iter().map(|b| b.0).collect()))
+            }
+            (None, Some(_)) => Err("output.fct_buckets.edges: expected ascending sizes like [\"10KB\", \"1MB\"]".into()),
+            (None, None) => Ok(Bucketing::default()),
+        }
+    }
 }
 
 /// `[output.queues]`: sample chosen egress ports every `interval`.
@@ -297,12 +327,16 @@ pub struct Prepared {
     pub switch: SwitchConfig,
     /// The ECN marking policy.
     pub ecn: EcnMarking,
+    /// Whether switches drop non-ECT packets at the marking threshold.
+    pub drop_non_ect: bool,
     /// TCP settings.
     pub tcp: TcpConfig,
     /// Classes by index; `default` is always present.
     pub classes: Vec<crate::world::ClassRuntime>,
     /// Every flow, sorted by start time.
     pub flows: Vec<FlowSpec>,
+    /// Closed-loop applications that open flows during the run.
+    pub apps: Vec<Box<dyn crate::workload::app::App>>,
     /// Ports whose queues are sampled.
     pub queue_ports: Vec<u32>,
     /// Queue sampling period.
@@ -311,6 +345,8 @@ pub struct Prepared {
     pub cwnd_flows: Option<Vec<u32>>,
     /// Window sampling period.
     pub cwnd_interval: Time,
+    /// How `fct_buckets.csv` groups flows.
+    pub bucketing: crate::metrics::Bucketing,
 }
 
 /// Validates everything that needs the topology and materializes the flows.
@@ -327,6 +363,11 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         return Err(format!("switch.priorities: expected 1 to 8 queues, got {}", sc.switch.priorities));
     }
     let ecn = sc.switch.ecn.marking("switch.ecn")?;
+    let bucketing = match &sc.output.fct_buckets {
+        Some(b) => b.bucketing()?,
+        None => crate::metrics::Bucketing::default(),
+    };
+    let drop_non_ect = sc.switch.ecn.drops_non_ect("switch.ecn")?;
     if sc.sim.duration == Some(Time::ZERO) {
         return Err("sim.duration: expected a positive duration like \"10ms\"".into());
     }
@@ -351,11 +392,22 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
     }
     let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
     let class_index = |n: &str| names.iter().position(|c| c == n);
-    let hosts = graph.hosts().len();
-    let ctx = WorkloadContext { hosts, base_dir: &loaded.base_dir, class_index: &class_index, class_names: &names };
+    let node_ports = graph.ports();
+    let host_rates: Vec<crate::time::Rate> =
+        graph.hosts().iter().map(|&n| graph.links[node_ports[n][0].0].rate).collect();
+    let ctx = WorkloadContext {
+        host_rates: &host_rates,
+        base_dir: &loaded.base_dir,
+        class_index: &class_index,
+        class_names: &names,
+        seed: sc.sim.seed,
+    };
     let mut flows = Vec::new();
+    let mut apps = Vec::new();
     for (i, w) in sc.workloads.iter().enumerate() {
-        flows.extend(w.flows(&format!("workloads[{i}]"), &ctx)?);
+        let generated = w.generate(&format!("workloads[{i}]"), i, &ctx)?;
+        flows.extend(generated.flows);
+        apps.extend(generated.app);
     }
     // Stable: flows starting together keep workload order, so ids are deterministic.
     flows.sort_by_key(|f| f.start);
@@ -395,12 +447,15 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         stop_when_done: sc.sim.stop_when_done,
         switch: sc.switch.clone(),
         ecn,
+        drop_non_ect,
         tcp: sc.transport.clone(),
         classes,
         flows,
+        apps,
         queue_ports,
         queue_interval,
         cwnd_flows,
         cwnd_interval,
+        bucketing,
     })
 }

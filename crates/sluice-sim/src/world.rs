@@ -14,6 +14,7 @@ use crate::packet::{flags, Ecn, Packet, ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEAD
 use crate::scenario::LoadedScenario;
 use crate::time::{Rate, Time};
 use crate::transport::tcp::{AckPlan, Receiver, Segment, Sender, TcpConfig};
+use crate::workload::app::{App, AppIo, Request};
 use crate::workload::FlowSpec;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -39,6 +40,10 @@ enum Event {
     SampleCwnd,
     /// The scenario's end time: the run stops here.
     End,
+    /// A closed-loop application starts.
+    AppStart(u32),
+    /// An application's timer (app, tag).
+    AppTimer(u32, u32),
 }
 
 /// What a node is, with its index in the matching arena.
@@ -80,6 +85,10 @@ pub struct Flow {
     pub base_rtt: Time,
     /// base RTT + size with headers at the sender's link rate.
     pub ideal_fct: Time,
+    /// When the receiver had every byte.
+    pub rx_done: Option<Time>,
+    /// The application that opened the flow and its tag, for closed-loop traffic.
+    pub app: Option<(u32, u32)>,
     /// Sender half.
     pub sender: Sender,
     /// Receiver half.
@@ -88,17 +97,6 @@ pub struct Flow {
     hash_rev: u32,
     prio: u8,
     in_active: bool,
-}
-
-/// Why a packet was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// The switch buffer (or the queue's dynamic threshold) was full.
-    Buffer,
-    /// Random loss on a link.
-    LinkLoss,
-    /// IP TTL reached zero.
-    Ttl,
 }
 
 /// Network-wide packet counters.
@@ -114,6 +112,8 @@ pub struct Counters {
     pub drops_link_loss: u64,
     /// Drops by TTL expiry.
     pub drops_ttl: u64,
+    /// Non-ECT packets dropped where an ECT packet would have been marked.
+    pub drops_ecn_unable: u64,
     /// CE marks set by switches.
     pub ecn_marks: u64,
     /// Data segments sent (first transmissions and retransmissions).
@@ -123,7 +123,7 @@ pub struct Counters {
 impl Counters {
     /// All drops.
     pub fn drops(&self) -> u64 {
-        self.drops_buffer + self.drops_link_loss + self.drops_ttl
+        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable
     }
 }
 
@@ -163,7 +163,12 @@ pub struct World {
     nics: Vec<Nic>,
     routes: Routes,
     flows: Vec<Flow>,
+    /// Flows known at build time, started in order by a chain of events; later ones come from apps.
+    static_flows: usize,
     next_start: usize,
+    apps: Vec<Box<dyn App>>,
+    app_io: AppIo,
+    requests: Vec<Request>,
     classes: Vec<ClassRuntime>,
     tcp: TcpConfig,
     rng_loss: Xoshiro256PlusPlus,
@@ -182,6 +187,7 @@ pub struct World {
     cwnd_flows: Vec<u32>,
     cwnd_interval: Time,
     cwnd_samples: Vec<CwndSample>,
+    bucketing: crate::metrics::Bucketing,
 }
 
 /// A seeded generator for one purpose, independent of the others.
@@ -249,6 +255,7 @@ impl World {
                     node: n as u32,
                     buffer: SharedBuffer { size: p.switch.buffer.0, used: 0, alpha: p.switch.alpha },
                     ecn: p.ecn,
+                    drop_non_ect: p.drop_non_ect,
                     salt: flow_hash(*s, n as u32, 0x5eed, false),
                 }),
                 Role::Host(_) => nics.push(Nic { node: n as u32, port: port_base[n], ..Nic::default() }),
@@ -266,7 +273,11 @@ impl World {
             nics,
             routes,
             flows: Vec::with_capacity(p.flows.len()),
+            static_flows: p.flows.len(),
             next_start: 0,
+            apps: p.apps,
+            app_io: AppIo::default(),
+            requests: Vec::new(),
             classes: p.classes,
             tcp: p.tcp,
             rng_loss: stream(p.seed, 1),
@@ -285,9 +296,13 @@ impl World {
             cwnd_flows: Vec::new(),
             cwnd_interval: p.cwnd_interval,
             cwnd_samples: Vec::new(),
+            bucketing: p.bucketing,
         };
         for spec in &p.flows {
             world.add_flow(spec);
+        }
+        for (a, app) in world.apps.iter().enumerate() {
+            world.q.push(app.start_time(), Event::AppStart(a as u32));
         }
         world.cwnd_flows = match p.cwnd_flows {
             Some(v) if !v.is_empty() => v,
@@ -309,8 +324,8 @@ impl World {
         world
     }
 
-    /// Adds a flow; flows must be added in start-time order.
-    fn add_flow(&mut self, spec: &FlowSpec) {
+    /// Adds a flow; flows known at build time must be added in start-time order.
+    fn add_flow(&mut self, spec: &FlowSpec) -> u32 {
         let id = self.flows.len() as u32;
         let (src, dst) = (spec.src as u32, spec.dst as u32);
         let hash_fwd = flow_hash(src, dst, id, false);
@@ -343,6 +358,8 @@ impl World {
             finish: None,
             base_rtt,
             ideal_fct,
+            rx_done: None,
+            app: None,
             sender,
             receiver,
             hash_fwd,
@@ -350,6 +367,7 @@ impl World {
             prio: class.priority,
             in_active: false,
         });
+        id
     }
 
     /// Round trip with empty queues along the flow's ECMP path: propagation both ways, the first
@@ -410,6 +428,16 @@ impl World {
                 self.stopped = true;
                 // Not an event of the network: keep the count to the simulation's own work.
                 self.events -= 1;
+            }
+            Event::AppStart(a) => {
+                let mut io = std::mem::take(&mut self.app_io);
+                self.apps[a as usize].start(now, &mut io);
+                self.apply_app_io(a, io, now);
+            }
+            Event::AppTimer(a, tag) => {
+                let mut io = std::mem::take(&mut self.app_io);
+                self.apps[a as usize].on_timer(tag, now, &mut io);
+                self.apply_app_io(a, io, now);
             }
             Event::NicWake(h) => {
                 self.nics[h as usize].wake_at = None;
@@ -477,9 +505,14 @@ impl World {
             self.counters.drops_buffer += 1;
             return;
         }
-        if pkt.ecn == Ecn::Ect && sw.ecn != EcnMarking::Off {
+        let ecn_unable = pkt.ecn == Ecn::NotEct && sw.drop_non_ect;
+        if (pkt.ecn == Ecn::Ect || ecn_unable) && sw.ecn != EcnMarking::Off {
             let rng = &mut self.rng_ecn;
             if sw.ecn.should_mark(band_bytes, || rng.gen::<f64>()) {
+                if ecn_unable {
+                    self.counters.drops_ecn_unable += 1;
+                    return;
+                }
                 pkt.ecn = Ecn::Ce;
                 self.counters.ecn_marks += 1;
             }
@@ -663,6 +696,15 @@ impl World {
             }
             let template = Packet { flow: f, src: flow.src, dst: flow.dst, prio: flow.prio, ..Packet::default() };
             let (early, plan) = flow.receiver.on_segment(&pkt, now);
+            if flow.rx_done.is_none() && flow.size == Some(flow.receiver.delivered) {
+                flow.rx_done = Some(now);
+                if let Some((a, tag)) = flow.app {
+                    let mut io = std::mem::take(&mut self.app_io);
+                    self.apps[a as usize].on_delivered(tag, now, &mut io);
+                    self.apply_app_io(a, io, now);
+                }
+            }
+            let flow = &mut self.flows[f as usize];
             if let Some(mut a) = early {
                 a.hash = flow.hash_rev;
                 self.nics[h as usize].ctrl.push_back(a);
@@ -688,9 +730,7 @@ impl World {
             if out.completed {
                 flow.finish = Some(now);
                 self.unfinished -= 1;
-                if self.stop_when_done && self.unfinished == 0 && self.endless == 0 && self.next_start >= self.flows.len() {
-                    self.stopped = true;
-                }
+                self.stop_if_done();
                 return;
             }
             if !flow.sender.needs_timer() {
@@ -708,11 +748,40 @@ impl World {
     }
 
     fn on_flow_start(&mut self, f: u32, now: Time) {
-        self.next_start = f as usize + 1;
-        if let Some(next) = self.flows.get(self.next_start) {
-            self.q.push(next.start, Event::FlowStart(self.next_start as u32));
+        if (f as usize) < self.static_flows {
+            self.next_start = f as usize + 1;
+            if self.next_start < self.static_flows {
+                self.q.push(self.flows[self.next_start].start, Event::FlowStart(self.next_start as u32));
+            }
         }
         self.activate(f, now);
+    }
+
+    /// Carries out what an application asked for: new flows, timers, completed requests.
+    fn apply_app_io(&mut self, a: u32, mut io: AppIo, now: Time) {
+        for (spec, tag) in io.open.drain(..) {
+            let f = self.add_flow(&spec);
+            self.flows[f as usize].app = Some((a, tag));
+            self.q.push(spec.start.max(now), Event::FlowStart(f));
+        }
+        for (at, tag) in io.timers.drain(..) {
+            self.q.push(at, Event::AppTimer(a, tag));
+        }
+        self.requests.append(&mut io.completed);
+        self.app_io = io;
+        self.stop_if_done();
+    }
+
+    /// Stops the run when asked to finish with the traffic and nothing more can start.
+    fn stop_if_done(&mut self) {
+        if self.stop_when_done
+            && self.unfinished == 0
+            && self.endless == 0
+            && self.next_start >= self.static_flows
+            && self.apps.iter().all(|a| a.done())
+        {
+            self.stopped = true;
+        }
     }
 
     fn on_rto(&mut self, f: u32, gen: u32, now: Time) {
@@ -760,6 +829,10 @@ impl World {
     pub fn flows(&self) -> &[Flow] {
         &self.flows
     }
+    /// Completed requests (and incast rounds) of closed-loop applications, in completion order.
+    pub fn requests(&self) -> &[Request] {
+        &self.requests
+    }
     /// Traffic classes, by index.
     pub fn classes(&self) -> &[ClassRuntime] {
         &self.classes
@@ -776,6 +849,10 @@ impl World {
     pub fn cwnd_samples(&self) -> &[CwndSample] {
         &self.cwnd_samples
     }
+    /// How the scenario asked flows to be bucketed by size.
+    pub fn bucketing(&self) -> &crate::metrics::Bucketing {
+        &self.bucketing
+    }
     /// Every port, by global id.
     pub fn ports(&self) -> &[Port] {
         &self.ports
@@ -783,6 +860,10 @@ impl World {
     /// A node's display name ("h3", "sw0").
     pub fn node_name(&self, node: u32) -> &str {
         &self.node_names[node as usize]
+    }
+    /// True if node `n` is a switch.
+    pub fn is_switch(&self, n: u32) -> bool {
+        matches!(self.roles[n as usize], Role::Switch(_))
     }
     /// Number of hosts.
     pub fn host_count(&self) -> usize {

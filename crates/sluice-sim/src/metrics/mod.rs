@@ -1,12 +1,14 @@
 //! Run outputs: per-flow records (`flows.csv`), the summary (`summary.json`), percentiles, and
 //! sampled time series.
 
+mod buckets;
 mod percentiles;
 mod series;
 mod summary;
 
+pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
-pub use series::{write_cwnd_csv, write_queues_csv};
+pub use series::{write_cwnd_csv, write_queues_csv, write_utilization_csv};
 pub use summary::{summarize, Summary};
 
 use crate::time::Time;
@@ -74,6 +76,12 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     let summary = summarize(world, wall_s);
     let json = serde_json::to_string_pretty(&summary).map_err(io::Error::other)?;
     std::fs::write(dir.join("summary.json"), json + "\n")?;
+    let mut w = io::BufWriter::new(std::fs::File::create(dir.join("fct_buckets.csv"))?);
+    write_fct_buckets_csv(world, world.bucketing(), &mut w)?;
+    w.flush()?;
+    let mut w = io::BufWriter::new(std::fs::File::create(dir.join("utilization.csv"))?);
+    write_utilization_csv(world, &mut w)?;
+    w.flush()?;
     if !world.queue_samples().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("queues.csv"))?);
         write_queues_csv(world, &mut w)?;

@@ -1,4 +1,4 @@
-//! Sampled time series: queue depth per port and congestion window per flow.
+//! Sampled time series (queue depth per port, congestion window per flow) and per-port totals.
 
 use super::ns;
 use crate::world::World;
@@ -19,6 +19,16 @@ pub fn write_cwnd_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "t_ns,flow,cwnd_bytes")?;
     for s in world.cwnd_samples() {
         writeln!(out, "{},{},{}", ns(s.t), s.flow, s.cwnd)?;
+    }
+    Ok(())
+}
+
+/// Writes `utilization.csv` (`node,port,tx_bytes,utilization`): every port's bytes sent over the
+/// run and their share of its line rate.
+pub fn write_utilization_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "node,port,tx_bytes,utilization")?;
+    for p in world.ports() {
+        writeln!(out, "{},{},{},{:.4}", world.node_name(p.node), p.local, p.tx_bytes, p.utilization(world.now()))?;
     }
     Ok(())
 }

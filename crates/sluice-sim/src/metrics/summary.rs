@@ -27,6 +27,31 @@ pub struct ClassSummary {
     pub slowdown: Stats,
     /// Bytes delivered to the class's receivers x 8 / simulated time.
     pub goodput_bps: f64,
+    /// Request/response (or incast round) counts, when the class has closed-loop traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestCounts>,
+    /// Request latency, ns: issue to the last response byte at the client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_latency_ns: Option<Stats>,
+}
+
+/// Completed requests and their rate.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestCounts {
+    /// Requests whose response fully arrived.
+    pub completed: u64,
+    /// Completed requests per second of simulated time from the first request issued to the last
+    /// completed.
+    pub per_s: f64,
+}
+
+/// Link utilization over the run across switch ports that carried traffic.
+#[derive(Clone, Debug, Serialize)]
+pub struct Utilization {
+    /// Mean over those ports.
+    pub mean: f64,
+    /// The busiest port's.
+    pub max: f64,
 }
 
 /// Drops by reason.
@@ -38,6 +63,8 @@ pub struct DropCounts {
     pub link_loss: u64,
     /// TTL expiry.
     pub ttl: u64,
+    /// Non-ECT packets dropped at the ECN marking threshold.
+    pub ecn_unable: u64,
 }
 
 /// Everything `summary.json` holds, in its order.
@@ -59,6 +86,12 @@ pub struct Summary {
     pub fct_ns: Stats,
     /// Slowdown of completed flows.
     pub slowdown: Stats,
+    /// Request/response counts, when the run has closed-loop traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestCounts>,
+    /// Request latency, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_latency_ns: Option<Stats>,
     /// Per-class figures by class name.
     pub classes: BTreeMap<String, ClassSummary>,
     /// Packets dropped.
@@ -77,6 +110,23 @@ pub struct Summary {
     pub packets_sent: u64,
     /// Data segments sent.
     pub data_packets: u64,
+    /// Switch port utilization (per port in `utilization.csv`).
+    pub utilization: Utilization,
+}
+
+/// Request counts and latency of the requests `keep` selects by class index.
+fn requests_of(world: &World, keep: &dyn Fn(usize) -> bool) -> (Option<RequestCounts>, Option<Stats>) {
+    let reqs: Vec<_> = world.requests().iter().filter(|r| keep(r.class)).collect();
+    if reqs.is_empty() {
+        return (None, None);
+    }
+    let mut lat: Vec<f64> = reqs.iter().map(|r| (r.end - r.start).0 as f64 / 1e3).collect();
+    let first = reqs.iter().map(|r| r.start).min().unwrap_or_default();
+    let last = reqs.iter().map(|r| r.end).max().unwrap_or_default();
+    let span = (last - first).secs_f64();
+    let completed = reqs.len() as u64;
+    let per_s = if span > 0.0 { completed as f64 / span } else { 0.0 };
+    (Some(RequestCounts { completed, per_s }), Some(Stats::of(&mut lat)))
 }
 
 /// Computes the summary of a finished run.
@@ -103,8 +153,23 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
     for (i, c) in world.classes().iter().enumerate() {
         let (flows, fct_ns, slowdown, delivered) = stats_of(&|k| k as usize == i);
         let goodput_bps = if sim_s > 0.0 { delivered as f64 * 8.0 / sim_s } else { 0.0 };
-        classes.insert(c.name.clone(), ClassSummary { cc: c.cc.clone(), flows, fct_ns, slowdown, goodput_bps });
+        let (requests, request_latency_ns) = requests_of(world, &|k| k == i);
+        classes.insert(
+            c.name.clone(),
+            ClassSummary { cc: c.cc.clone(), flows, fct_ns, slowdown, goodput_bps, requests, request_latency_ns },
+        );
     }
+    let (requests, request_latency_ns) = requests_of(world, &|_| true);
+    let switch_utils: Vec<f64> = world
+        .ports()
+        .iter()
+        .filter(|p| p.tx_bytes > 0 && world.is_switch(p.node))
+        .map(|p| p.utilization(world.now()))
+        .collect();
+    let utilization = Utilization {
+        mean: if switch_utils.is_empty() { 0.0 } else { switch_utils.iter().sum::<f64>() / switch_utils.len() as f64 },
+        max: switch_utils.iter().copied().fold(0.0, f64::max),
+    };
     let c = world.counters();
     let retransmits = world.flows().iter().map(|f| f.sender.retransmits).sum();
     let timeouts = world.flows().iter().map(|f| f.sender.timeouts.len() as u64).sum();
@@ -117,14 +182,17 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         flows,
         fct_ns,
         slowdown,
+        requests,
+        request_latency_ns,
         classes,
         drops: c.drops(),
-        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl },
+        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable },
         ecn_marks: c.ecn_marks,
         timeouts,
         retransmits,
         pfc_pauses: 0,
         packets_sent: c.packets_sent,
         data_packets: c.data_packets,
+        utilization,
     }
 }

@@ -51,4 +51,14 @@ impl Port {
     pub fn idle(&self, now: Time) -> bool {
         self.busy_until <= now
     }
+
+    /// Fraction of line rate used over [0, `over`]: bytes sent x 8 / (rate x time).
+    pub fn utilization(&self, over: Time) -> f64 {
+        let capacity = self.rate.0 as f64 * over.secs_f64();
+        if capacity > 0.0 {
+            self.tx_bytes as f64 * 8.0 / capacity
+        } else {
+            0.0
+        }
+    }
 }

@@ -62,9 +62,21 @@ pub struct EcnConfig {
     pub kmax: Option<Bytes>,
     /// RED probability at kmax.
     pub pmax: Option<f64>,
+    /// What happens to a packet that is not ECN-capable where an ECT one would be marked:
+    /// "pass" (default: it is queued) or "drop" (RED's classic behaviour).
+    pub non_ect: Option<String>,
 }
 
 impl EcnConfig {
+    /// Whether non-ECT packets are dropped where ECT ones would be marked.
+    pub fn drops_non_ect(&self, prefix: &str) -> Result<bool, String> {
+        match self.non_ect.as_deref() {
+            None | Some("pass") => Ok(false),
+            Some("drop") => Ok(true),
+            Some(v) => Err(format!("{prefix}.non_ect: expected \"pass\" or \"drop\", got \"{v}\"")),
+        }
+    }
+
     /// Validates and converts; errors name the key under `prefix`.
     pub fn marking(&self, prefix: &str) -> Result<EcnMarking, String> {
         let need = |v: Option<Bytes>, key: &str| v.map(|b| b.0).ok_or_else(|| format!("{prefix}.{key}: required for mode = \"{}\"", self.mode));
@@ -223,7 +235,7 @@ mod tests {
         assert!(red.should_mark(150, || 0.24), "p = 0.25 at the midpoint");
         assert!(!red.should_mark(150, || 0.26));
         assert!(red.should_mark(201, || 0.99));
-        let cfg = EcnConfig { mode: "red".into(), kmin: Some(Bytes(5)), kmax: Some(Bytes(5)), pmax: Some(0.1), k: None };
+        let cfg = EcnConfig { mode: "red".into(), kmin: Some(Bytes(5)), kmax: Some(Bytes(5)), pmax: Some(0.1), k: None, non_ect: None };
         assert!(cfg.marking("switch.ecn").unwrap_err().contains("switch.ecn.kmin"));
     }
 }

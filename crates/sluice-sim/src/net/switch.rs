@@ -11,6 +11,8 @@ pub struct Switch {
     pub buffer: SharedBuffer,
     /// ECN marking at enqueue.
     pub ecn: EcnMarking,
+    /// Drop, rather than queue, non-ECT packets where ECT ones would be marked.
+    pub drop_non_ect: bool,
     /// Per-switch salt so ECMP choices are independent across tiers (avoids polarization).
     pub salt: u32,
 }

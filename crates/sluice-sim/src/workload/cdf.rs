@@ -125,6 +125,27 @@ impl Cdf {
     }
 }
 
+/// The distributions bundled with sluice, by the name a scenario uses (see data/workloads/README.md).
+pub const BUNDLED: [(&str, &str); 4] = [
+    ("websearch", include_str!("../../../../data/workloads/websearch.cdf")),
+    ("fb_hadoop", include_str!("../../../../data/workloads/fb_hadoop.cdf")),
+    ("ali_storage", include_str!("../../../../data/workloads/ali_storage.cdf")),
+    ("google_rpc", include_str!("../../../../data/workloads/google_rpc.cdf")),
+];
+
+/// Resolves a bundled name ("websearch") or a CDF file path relative to `base_dir`.
+pub fn resolve(spec: &str, base_dir: &std::path::Path) -> Result<Cdf, String> {
+    if let Some((name, text)) = BUNDLED.iter().find(|(n, _)| *n == spec) {
+        return Cdf::parse(text, &format!("{name}.cdf"));
+    }
+    let path = base_dir.join(spec);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        let names: Vec<&str> = BUNDLED.iter().map(|b| b.0).collect();
+        format!("cannot read CDF \"{}\": {e}; expected a bundled name ({}) or a file of `<bytes> <cumulative percent>` lines", path.display(), names.join(", "))
+    })?;
+    Cdf::parse(&text, &path.display().to_string())
+}
+
 /// Parses a finite decimal number; rejects "inf" and "NaN", which `f64::from_str` would accept.
 fn parse_number(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|v| v.is_finite())
@@ -136,7 +157,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    const BUNDLED: [(&str, &str, f64); 4] = [
+    const PUBLISHED_MEANS: [(&str, &str, f64); 4] = [
         (
             "websearch.cdf",
             include_str!("../../../../data/workloads/websearch.cdf"),
@@ -161,7 +182,7 @@ mod tests {
 
     #[test]
     fn bundled_means_match_published() {
-        for (name, text, published) in BUNDLED {
+        for (name, text, published) in PUBLISHED_MEANS {
             let cdf = Cdf::parse(text, name).unwrap();
             let m = cdf.mean();
             assert!(
@@ -188,7 +209,7 @@ mod tests {
     fn bundled_stratified_sample_means_match_published() {
         // One seeded draw in each of N equal probability strata: this checks the sampler
         // against the published mean without the heavy tails' sampling noise.
-        for (name, text, published) in BUNDLED {
+        for (name, text, published) in PUBLISHED_MEANS {
             let cdf = Cdf::parse(text, name).unwrap();
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5eed);
             let total: f64 = (0..N)
@@ -207,7 +228,7 @@ mod tests {
         // Independent draws: google_rpc's tail (0.001% of flows up to 15 MB) gives its
         // 100,000-draw mean a standard error near 7%, so the bound is 2% or 5 standard
         // errors, whichever is wider.
-        for (name, text, published) in BUNDLED {
+        for (name, text, published) in PUBLISHED_MEANS {
             let cdf = Cdf::parse(text, name).unwrap();
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5eed);
             let total: f64 = (0..N).map(|_| cdf.sample(&mut rng) as f64).sum();

@@ -1,11 +1,53 @@
 //! Workloads: the scenario's `[[workloads]]` entries turned into the flows a run starts.
 
+pub mod app;
 pub mod cdf;
+pub mod generators;
+pub mod incast;
+pub mod rpc;
 pub mod trace;
 
-use crate::time::{Bytes, Time};
+use crate::time::{Bytes, Rate, Time};
+use app::App;
+use cdf::Cdf;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
+
+/// Where flow sizes come from: one fixed size or an empirical distribution.
+#[derive(Clone, Debug)]
+pub enum SizeSource {
+    /// Every flow has this many bytes.
+    Fixed(u64),
+    /// Sizes drawn from a CDF.
+    Cdf(Arc<Cdf>),
+}
+
+impl SizeSource {
+    /// Draws one size.
+    pub fn draw<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        match self {
+            SizeSource::Fixed(b) => *b,
+            SizeSource::Cdf(c) => c.sample(rng),
+        }
+    }
+    /// The size at cumulative probability `u` (inverse-CDF sampling with a chosen `u`).
+    pub fn draw_at(&self, u: f64) -> u64 {
+        match self {
+            SizeSource::Fixed(b) => *b,
+            SizeSource::Cdf(c) => c.sample_with(u),
+        }
+    }
+    /// The mean size in bytes.
+    pub fn mean(&self) -> f64 {
+        match self {
+            SizeSource::Fixed(b) => *b as f64,
+            SizeSource::Cdf(c) => c.mean(),
+        }
+    }
+}
 
 /// One flow to start: endpoints as host ordinals, size (None = endless), start time, class index.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,11 +81,12 @@ pub struct FlowEntry {
     pub class: Option<String>,
 }
 
-/// A `[[workloads]]` entry. One flat table serves every kind so that errors can name the key.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+/// A `[[workloads]]` entry. One flat table serves every kind so that errors can name the key;
+/// each kind states which keys it uses and rejects the others.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
-    /// "flows" (explicit list), "trace" (a flow file) or "bulk" (long-lived N-to-1).
+    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all" or "rpc".
     pub kind: String,
     /// Traffic class of the flows (default "default").
     pub class: Option<String>,
@@ -53,31 +96,106 @@ pub struct WorkloadConfig {
     pub file: Option<String>,
     /// kind = "trace": "csv" (`src,dst,size_bytes,start`) or "hpcc" (the HPCC simulator's flow file).
     pub format: Option<String>,
-    /// kind = "bulk": sending host ordinals.
+    /// kind = "bulk" / "incast": sending host ordinals.
     pub senders: Option<Vec<usize>>,
-    /// kind = "bulk": the receiving host ordinal.
+    /// kind = "bulk" / "incast": the receiving host ordinal.
     pub receiver: Option<usize>,
-    /// kind = "bulk": bytes per flow (absent: endless).
+    /// Bytes per flow (bulk: absent means endless).
     pub size: Option<Bytes>,
-    /// kind = "bulk": start time (default 0).
+    /// When the workload starts (default 0).
     pub start: Option<Time>,
+    /// kind = "poisson": flow sizes, a bundled name (websearch, fb_hadoop, ali_storage,
+    /// google_rpc) or a CDF file relative to the scenario.
+    pub cdf: Option<String>,
+    /// kind = "poisson" / "incast" (Poisson events): offered load, a fraction of link rate.
+    pub load: Option<f64>,
+    /// Participating hosts (sources of "poisson"; members of "permutation", "all_to_all" and
+    /// Poisson "incast"); default all.
+    pub hosts: Option<Vec<usize>>,
+    /// kind = "poisson": destinations to choose from uniformly; default all hosts.
+    pub destinations: Option<Vec<usize>>,
+    /// How long arrivals (or new requests) continue after `start`.
+    pub duration: Option<Time>,
+    /// kind = "incast": synchronized rounds, the next when all responses of one arrived.
+    pub rounds: Option<u32>,
+    /// kind = "incast" with `load`: senders per event.
+    pub fan_in: Option<usize>,
+    /// kind = "rpc": client hosts.
+    pub clients: Option<Vec<usize>>,
+    /// kind = "rpc": server hosts.
+    pub servers: Option<Vec<usize>>,
+    /// kind = "rpc": requests each client keeps outstanding (default 1).
+    pub outstanding: Option<usize>,
+    /// kind = "rpc": request size.
+    pub request_size: Option<Bytes>,
+    /// kind = "rpc": request sizes from a CDF (instead of `request_size`).
+    pub request_cdf: Option<String>,
+    /// kind = "rpc": response size.
+    pub response_size: Option<Bytes>,
+    /// kind = "rpc": response sizes from a CDF (instead of `response_size`).
+    pub response_cdf: Option<String>,
+    /// kind = "rpc": pause between a response and the next request (default 0).
+    pub think_time: Option<Time>,
 }
 
 /// What a workload needs to know about the scenario to produce flows.
 pub struct WorkloadContext<'a> {
-    /// Number of hosts in the topology.
-    pub hosts: usize,
+    /// Link rate of each host, by ordinal.
+    pub host_rates: &'a [Rate],
     /// Directory relative file paths resolve against.
     pub base_dir: &'a Path,
     /// Resolves a class name to its index, or explains the error.
     pub class_index: &'a dyn Fn(&str) -> Option<usize>,
     /// Class names, for error messages.
     pub class_names: &'a [String],
+    /// The run's seed; each workload draws from its own stream of it.
+    pub seed: u64,
+}
+
+/// A workload's traffic: flows known up front and, for closed-loop kinds, an application.
+#[derive(Default)]
+pub struct Generated {
+    /// Flows to start at their start times.
+    pub flows: Vec<FlowSpec>,
+    /// A closed-loop source that opens flows during the run.
+    pub app: Option<Box<dyn App>>,
 }
 
 impl WorkloadConfig {
-    /// Produces this workload's flows; `key` is its path in the scenario (e.g. "workloads[0]").
-    pub fn flows(&self, key: &str, ctx: &WorkloadContext) -> Result<Vec<FlowSpec>, String> {
+    /// Names of the keys present besides `kind` and `class`.
+    fn present_keys(&self) -> Vec<&'static str> {
+        let p = [
+            ("flows", self.flows.is_some()),
+            ("file", self.file.is_some()),
+            ("format", self.format.is_some()),
+            ("senders", self.senders.is_some()),
+            ("receiver", self.receiver.is_some()),
+            ("size", self.size.is_some()),
+            ("start", self.start.is_some()),
+            ("cdf", self.cdf.is_some()),
+            ("load", self.load.is_some()),
+            ("hosts", self.hosts.is_some()),
+            ("destinations", self.destinations.is_some()),
+            ("duration", self.duration.is_some()),
+            ("rounds", self.rounds.is_some()),
+            ("fan_in", self.fan_in.is_some()),
+            ("clients", self.clients.is_some()),
+            ("servers", self.servers.is_some()),
+            ("outstanding", self.outstanding.is_some()),
+            ("request_size", self.request_size.is_some()),
+            ("request_cdf", self.request_cdf.is_some()),
+            ("response_size", self.response_size.is_some()),
+            ("response_cdf", self.response_cdf.is_some()),
+            ("think_time", self.think_time.is_some()),
+        ];
+        p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
+    }
+
+    /// Produces this workload's traffic; `key` is its path in the scenario (e.g. "workloads[0]")
+    /// and `index` its position, which selects its random stream.
+    pub fn generate(&self, key: &str, index: usize, ctx: &WorkloadContext) -> Result<Generated, String> {
+        let hosts = ctx.host_rates.len();
+        let kind = self.kind.as_str();
         let class_of = |name: Option<&str>, at: &str| -> Result<usize, String> {
             let name = name.unwrap_or("default");
             (ctx.class_index)(name).ok_or_else(|| {
@@ -86,24 +204,28 @@ impl WorkloadConfig {
         };
         let class = class_of(self.class.as_deref(), key)?;
         let host = |h: usize, at: String| -> Result<usize, String> {
-            if h < ctx.hosts {
+            if h < hosts {
                 Ok(h)
             } else {
-                Err(format!("{at}: host {h} does not exist; the topology has hosts 0 to {}", ctx.hosts - 1))
+                Err(format!("{at}: host {h} does not exist; the topology has hosts 0 to {}", hosts - 1))
             }
         };
+        let host_list = |list: &Option<Vec<usize>>, k: &str, min: usize| -> Result<Vec<usize>, String> {
+            let list = match list {
+                Some(l) => l.clone(),
+                None => (0..hosts).collect(),
+            };
+            for (i, &h) in list.iter().enumerate() {
+                host(h, format!("{key}.{k}[{i}]"))?;
+            }
+            if list.len() < min {
+                return Err(format!("{key}.{k}: expected at least {min} hosts, got {}", list.len()));
+            }
+            Ok(list)
+        };
         let only = |allowed: &[&str]| -> Result<(), String> {
-            let present = [
-                ("flows", self.flows.is_some()),
-                ("file", self.file.is_some()),
-                ("format", self.format.is_some()),
-                ("senders", self.senders.is_some()),
-                ("receiver", self.receiver.is_some()),
-                ("size", self.size.is_some()),
-                ("start", self.start.is_some()),
-            ];
-            match present.iter().find(|(k, p)| *p && !allowed.contains(k)) {
-                Some((k, _)) => Err(format!("{key}.{k}: not used by kind = \"{}\"", self.kind)),
+            match self.present_keys().into_iter().find(|k| !allowed.contains(k)) {
+                Some(k) => Err(format!("{key}.{k}: not used by kind = \"{kind}\"; it takes {}", allowed.join(", "))),
                 None => Ok(()),
             }
         };
@@ -111,10 +233,44 @@ impl WorkloadConfig {
             if present {
                 Ok(())
             } else {
-                Err(format!("{key}.{k}: required for kind = \"{}\"", self.kind))
+                Err(format!("{key}.{k}: required for kind = \"{kind}\""))
             }
         };
-        match self.kind.as_str() {
+        let positive_size = |b: Option<Bytes>, k: &str| -> Result<u64, String> {
+            match b {
+                Some(Bytes(0)) => Err(format!("{key}.{k}: expected a positive size like \"64KB\"")),
+                Some(Bytes(n)) => Ok(n),
+                None => Err(format!("{key}.{k}: required for kind = \"{kind}\"")),
+            }
+        };
+        let load_of = |l: Option<f64>| -> Result<f64, String> {
+            match l {
+                Some(l) if l > 0.0 && l <= 1.0 => Ok(l),
+                Some(l) => Err(format!("{key}.load: expected a fraction of link rate in (0, 1], got {l}")),
+                None => Err(format!("{key}.load: required for kind = \"{kind}\"")),
+            }
+        };
+        let duration_of = |d: Option<Time>| -> Result<Time, String> {
+            match d {
+                Some(Time::ZERO) => Err(format!("{key}.duration: expected a positive duration like \"10ms\"")),
+                Some(d) => Ok(d),
+                None => Err(format!("{key}.duration: required for kind = \"{kind}\"")),
+            }
+        };
+        let sizes = |fixed: Option<Bytes>, cdf: &Option<String>, k: &str| -> Result<SizeSource, String> {
+            match (fixed, cdf) {
+                (Some(_), Some(_)) => Err(format!("{key}.{k}_size: give either {k}_size or {k}_cdf, not both")),
+                (Some(b), None) => positive_size(Some(b), &format!("{k}_size")).map(SizeSource::Fixed),
+                (None, Some(c)) => Ok(SizeSource::Cdf(Arc::new(
+                    cdf::resolve(c, ctx.base_dir).map_err(|e| format!("{key}.{k}_cdf: {e}"))?,
+                ))),
+                (None, None) => Err(format!("{key}.{k}_size: required for kind = \"{kind}\" (or {k}_cdf)")),
+            }
+        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ (0x1000 + index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let start = self.start.unwrap_or_default();
+        let flows = |flows: Vec<FlowSpec>| Ok(Generated { flows, app: None });
+        match kind {
             "flows" => {
                 only(&["flows"])?;
                 required(self.flows.is_some(), "flows")?;
@@ -134,7 +290,7 @@ impl WorkloadConfig {
                     };
                     out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class });
                 }
-                Ok(out)
+                flows(out)
             }
             "trace" => {
                 only(&["file", "format"])?;
@@ -144,13 +300,13 @@ impl WorkloadConfig {
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| format!("{key}.file: cannot read \"{}\": {e}", path.display()))?;
                 let name = path.display().to_string();
-                let flows = match self.format.as_deref().unwrap_or("csv") {
+                let parsed = match self.format.as_deref().unwrap_or("csv") {
                     "csv" => trace::parse_csv_trace(&text, &name)?,
                     "hpcc" => trace::parse_hpcc_flows(&text, &name)?,
                     f => return Err(format!("{key}.format: expected \"csv\" or \"hpcc\", got \"{f}\"")),
                 };
-                trace::validate(&flows, ctx.hosts, &name)?;
-                Ok(flows
+                trace::validate(&parsed, hosts, &name)?;
+                flows(parsed
                     .iter()
                     .map(|f| FlowSpec { src: f.src, dst: f.dst, size: Some(f.size_bytes), start: f.start, class })
                     .collect())
@@ -160,24 +316,116 @@ impl WorkloadConfig {
                 required(self.senders.is_some(), "senders")?;
                 required(self.receiver.is_some(), "receiver")?;
                 let dst = host(self.receiver.unwrap_or_default(), format!("{key}.receiver"))?;
-                let senders = self.senders.as_deref().unwrap_or_default();
-                if senders.is_empty() {
-                    return Err(format!("{key}.senders: expected at least one host"));
-                }
+                let senders = host_list(&self.senders, "senders", 1)?;
                 if self.size.is_some_and(|s| s.0 == 0) {
                     return Err(format!("{key}.size: expected a positive size, or no size for endless flows"));
                 }
                 let mut out = Vec::new();
-                for (i, &s) in senders.iter().enumerate() {
-                    let src = host(s, format!("{key}.senders[{i}]"))?;
+                for (i, &src) in senders.iter().enumerate() {
                     if src == dst {
                         return Err(format!("{key}.senders[{i}]: host {src} is also the receiver"));
                     }
-                    out.push(FlowSpec { src, dst, size: self.size.map(|b| b.0), start: self.start.unwrap_or_default(), class });
+                    out.push(FlowSpec { src, dst, size: self.size.map(|b| b.0), start, class });
                 }
-                Ok(out)
+                flows(out)
             }
-            k => Err(format!("{key}.kind: expected \"flows\", \"trace\" or \"bulk\", got \"{k}\"")),
+            "poisson" => {
+                only(&["cdf", "size", "load", "hosts", "destinations", "start", "duration"])?;
+                let sizes = match (&self.cdf, self.size) {
+                    (Some(_), Some(_)) => return Err(format!("{key}.size: give either size or cdf, not both")),
+                    (Some(c), None) => SizeSource::Cdf(Arc::new(cdf::resolve(c, ctx.base_dir).map_err(|e| format!("{key}.cdf: {e}"))?)),
+                    (None, Some(_)) => SizeSource::Fixed(positive_size(self.size, "size")?),
+                    (None, None) => return Err(format!("{key}.cdf: required for kind = \"poisson\" (or a fixed size)")),
+                };
+                let sources: Vec<(usize, Rate)> =
+                    host_list(&self.hosts, "hosts", 1)?.into_iter().map(|h| (h, ctx.host_rates[h])).collect();
+                let destinations = host_list(&self.destinations, "destinations", 1)?;
+                if let Some((h, _)) = sources.iter().find(|(h, _)| destinations.iter().all(|d| d == h)) {
+                    return Err(format!("{key}.destinations: host {h} has no destination other than itself"));
+                }
+                let gen = generators::PoissonLoad {
+                    sources: &sources,
+                    destinations: &destinations,
+                    sizes: &sizes,
+                    load: load_of(self.load)?,
+                    start,
+                    duration: duration_of(self.duration)?,
+                    class,
+                };
+                flows(gen.generate(&mut rng))
+            }
+            "permutation" | "all_to_all" => {
+                only(&["hosts", "size", "start"])?;
+                let members = host_list(&self.hosts, "hosts", 2)?;
+                let size = positive_size(self.size, "size")?;
+                if kind == "permutation" {
+                    flows(generators::permutation(&members, size, start, class, &mut rng))
+                } else {
+                    flows(generators::all_to_all(&members, size, start, class))
+                }
+            }
+            "incast" if self.load.is_some() => {
+                only(&["hosts", "fan_in", "size", "load", "start", "duration"])?;
+                let members: Vec<(usize, Rate)> =
+                    host_list(&self.hosts, "hosts", 2)?.into_iter().map(|h| (h, ctx.host_rates[h])).collect();
+                required(self.fan_in.is_some(), "fan_in")?;
+                let fan_in = self.fan_in.unwrap_or_default();
+                if fan_in == 0 || fan_in >= members.len() {
+                    return Err(format!("{key}.fan_in: expected 1 to {} senders (hosts minus the receiver), got {fan_in}", members.len() - 1));
+                }
+                let size = positive_size(self.size, "size")?;
+                let (load, duration) = (load_of(self.load)?, duration_of(self.duration)?);
+                flows(generators::poisson_incast(&members, fan_in, size, load, start, duration, class, &mut rng))
+            }
+            "incast" => {
+                only(&["senders", "receiver", "size", "rounds", "start"])?;
+                required(self.senders.is_some(), "senders")?;
+                required(self.receiver.is_some(), "receiver")?;
+                let receiver = host(self.receiver.unwrap_or_default(), format!("{key}.receiver"))?;
+                let senders = host_list(&self.senders, "senders", 1)?;
+                if let Some(i) = senders.iter().position(|&s| s == receiver) {
+                    return Err(format!("{key}.senders[{i}]: host {receiver} is also the receiver"));
+                }
+                let size = positive_size(self.size, "size")?;
+                let rounds = self.rounds.unwrap_or(1);
+                if rounds == 0 {
+                    return Err(format!("{key}.rounds: expected at least 1 round"));
+                }
+                let app = incast::IncastRounds::new(senders, receiver, size, rounds, start, class);
+                Ok(Generated { flows: Vec::new(), app: Some(Box::new(app)) })
+            }
+            "rpc" => {
+                only(&[
+                    "clients", "servers", "outstanding", "request_size", "request_cdf", "response_size", "response_cdf",
+                    "think_time", "start", "duration",
+                ])?;
+                required(self.clients.is_some(), "clients")?;
+                required(self.servers.is_some(), "servers")?;
+                let clients = host_list(&self.clients, "clients", 1)?;
+                let servers = host_list(&self.servers, "servers", 1)?;
+                if let Some(c) = clients.iter().find(|c| servers.iter().all(|s| s == *c)) {
+                    return Err(format!("{key}.servers: client {c} has no server other than itself"));
+                }
+                let outstanding = self.outstanding.unwrap_or(1);
+                if outstanding == 0 {
+                    return Err(format!("{key}.outstanding: expected at least 1 request per client"));
+                }
+                let cfg = rpc::RpcConfig {
+                    clients,
+                    servers,
+                    outstanding,
+                    request: sizes(self.request_size, &self.request_cdf, "request")?,
+                    response: sizes(self.response_size, &self.response_cdf, "response")?,
+                    think_time: self.think_time.unwrap_or_default(),
+                    start,
+                    stop: start + duration_of(self.duration)?,
+                    class,
+                };
+                Ok(Generated { flows: Vec::new(), app: Some(Box::new(rpc::RpcClients::new(cfg, rng))) })
+            }
+            k => Err(format!(
+                "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\" or \"rpc\", got \"{k}\""
+            )),
         }
     }
 }
