@@ -36,6 +36,148 @@ pub struct Scenario {
     /// Optional time series.
     #[serde(default)]
     pub output: OutputConfig,
+    /// TCP-INT: switch stamping and host option handling.
+    #[serde(default)]
+    pub int: IntConfig,
+}
+
+/// `[int]`: TCP-INT in the fabric. Switches stamp unless listed as legacy; flows carry the option
+/// when their algorithm uses it (or every flow with `all_flows`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IntConfig {
+    /// Every flow carries the option (telemetry), not only those whose algorithm consumes it.
+    pub all_flows: bool,
+    /// Queue depth at and above which a hop reports its queue instead of its utilization.
+    pub qdepth_threshold: Bytes,
+    /// Right shift of queue bytes into INTval's 7 bits (13: 8 KiB units).
+    pub qdepth_shift: u32,
+    /// Right shift of utilization percent into INTval's 7 bits (0: 1% units).
+    pub util_shift: u32,
+    /// Window over which a port's transmit rate is measured.
+    pub util_window: Time,
+    /// Unit of the 24-bit latency field.
+    pub latency_unit: Time,
+    /// Processing latency each INT hop adds besides queueing.
+    pub processing: Time,
+    /// Switches without TCP-INT (they forward the option untouched), by name ("sw3").
+    pub legacy_switches: Vec<String>,
+    /// Hosts whose stack lacks TCP-INT: they neither add nor echo the option.
+    pub legacy_hosts: Vec<usize>,
+    /// Per-switch encoding overrides, by switch name.
+    pub switches: BTreeMap<String, IntSwitchConfig>,
+}
+
+impl Default for IntConfig {
+    fn default() -> Self {
+        let e = crate::packet::tcp_int::IntEncoding::default();
+        IntConfig {
+            all_flows: false,
+            qdepth_threshold: Bytes(e.qdepth_threshold),
+            qdepth_shift: e.qdepth_shift,
+            util_shift: e.util_shift,
+            util_window: Time(10_000_000),
+            latency_unit: Time(1_000),
+            processing: Time::ZERO,
+            legacy_switches: Vec::new(),
+            legacy_hosts: Vec::new(),
+            switches: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[int.switches.<name>]`: one switch's encoding, overriding the fabric-wide keys.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntSwitchConfig {
+    /// Queue threshold for this switch.
+    pub qdepth_threshold: Option<Bytes>,
+    /// Queue shift for this switch.
+    pub qdepth_shift: Option<u32>,
+    /// Utilization shift for this switch.
+    pub util_shift: Option<u32>,
+}
+
+/// TCP-INT as the world uses it.
+#[derive(Clone, Debug)]
+pub struct IntRuntime {
+    /// Stamping per switch ordinal; `None` for legacy switches.
+    pub switches: Vec<Option<crate::net::switch::IntStamping>>,
+    /// The fabric-wide encoding senders decode echoes with.
+    pub encoding: crate::packet::tcp_int::IntEncoding,
+    /// Unit of the latency fields.
+    pub latency_unit: Time,
+    /// Transmit-rate window of INT switch ports.
+    pub util_window: Time,
+    /// Every flow carries the option.
+    pub all_flows: bool,
+    /// Per host ordinal: the stack supports TCP-INT.
+    pub host_supports: Vec<bool>,
+}
+
+impl IntConfig {
+    /// Validates the table against the topology's switch names and host count.
+    pub fn runtime(&self, switch_names: &[String], hosts: usize) -> Result<IntRuntime, String> {
+        use crate::packet::tcp_int::IntEncoding;
+        if self.latency_unit == Time::ZERO {
+            return Err("int.latency_unit: expected a positive duration like \"1ns\"".into());
+        }
+        if self.util_window == Time::ZERO {
+            return Err("int.util_window: expected a positive duration like \"10us\"".into());
+        }
+        let shift_ok = |v: u32, key: &str| {
+            if v < 64 {
+                Ok(v)
+            } else {
+                Err(format!("{key}: expected a shift of 0 to 63 bits, got {v}"))
+            }
+        };
+        shift_ok(self.qdepth_shift, "int.qdepth_shift")?;
+        shift_ok(self.util_shift, "int.util_shift")?;
+        let encoding =
+            IntEncoding { qdepth_threshold: self.qdepth_threshold.0, qdepth_shift: self.qdepth_shift, util_shift: self.util_shift };
+        let known = |name: &str, key: String| -> Result<usize, String> {
+            switch_names.iter().position(|n| n == name).ok_or_else(|| {
+                format!("{key}: no switch named \"{name}\"; switches are sw0 to sw{}", switch_names.len().saturating_sub(1))
+            })
+        };
+        let mut switches: Vec<Option<crate::net::switch::IntStamping>> = vec![
+            Some(crate::net::switch::IntStamping { encoding, lat_unit: self.latency_unit, processing: self.processing });
+            switch_names.len()
+        ];
+        for (name, o) in &self.switches {
+            let s = known(name, format!("int.switches.{name}"))?;
+            if let Some(st) = switches[s].as_mut() {
+                if let Some(b) = o.qdepth_threshold {
+                    st.encoding.qdepth_threshold = b.0;
+                }
+                if let Some(v) = o.qdepth_shift {
+                    st.encoding.qdepth_shift = shift_ok(v, &format!("int.switches.{name}.qdepth_shift"))?;
+                }
+                if let Some(v) = o.util_shift {
+                    st.encoding.util_shift = shift_ok(v, &format!("int.switches.{name}.util_shift"))?;
+                }
+            }
+        }
+        for (i, name) in self.legacy_switches.iter().enumerate() {
+            switches[known(name, format!("int.legacy_switches[{i}]"))?] = None;
+        }
+        let mut host_supports = vec![true; hosts];
+        for (i, &h) in self.legacy_hosts.iter().enumerate() {
+            if h >= hosts {
+                return Err(format!("int.legacy_hosts[{i}]: host {h} does not exist; the topology has hosts 0 to {}", hosts - 1));
+            }
+            host_supports[h] = false;
+        }
+        Ok(IntRuntime {
+            switches,
+            encoding,
+            latency_unit: self.latency_unit,
+            util_window: self.util_window,
+            all_flows: self.all_flows,
+            host_supports,
+        })
+    }
 }
 
 /// The `[sim]` table.
@@ -103,6 +245,20 @@ pub struct OutputConfig {
     pub cwnd: Option<CwndSampling>,
     /// How `fct_buckets.csv` groups flows by size.
     pub fct_buckets: Option<FctBuckets>,
+    /// `telemetry.csv`: TCP-INT echoes per flow.
+    pub telemetry: Option<TelemetrySampling>,
+}
+
+/// `[output.telemetry]`: a row per flow at most every `interval` (0: every echo), for `flows`
+/// (empty: all).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySampling {
+    /// Minimum time between rows of one flow.
+    pub interval: Time,
+    /// Flow ids (empty: all).
+    #[serde(default)]
+    pub flows: Vec<u32>,
 }
 
 /// `[output.fct_buckets]`: equal-count buckets of `percent` of the flows each (default 5, as the
@@ -347,6 +503,10 @@ pub struct Prepared {
     pub cwnd_interval: Time,
     /// How `fct_buckets.csv` groups flows.
     pub bucketing: crate::metrics::Bucketing,
+    /// Telemetry rows: interval and flows (`None`: no rows, histograms only).
+    pub telemetry: Option<(Time, Option<Vec<u32>>)>,
+    /// TCP-INT configuration.
+    pub int: IntRuntime,
 }
 
 /// Validates everything that needs the topology and materializes the flows.
@@ -418,6 +578,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
     }
 
     let names = crate::world::node_names(graph);
+    let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
+    let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
     let (mut queue_ports, mut queue_interval) = (Vec::new(), Time::ZERO);
     if let Some(qs) = &sc.output.queues {
         if qs.interval == Time::ZERO {
@@ -457,5 +619,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         cwnd_flows,
         cwnd_interval,
         bucketing,
+        int,
+        telemetry: sc.output.telemetry.as_ref().map(|t| (t.interval, (!t.flows.is_empty()).then(|| t.flows.clone()))),
     })
 }

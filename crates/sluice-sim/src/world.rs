@@ -5,7 +5,10 @@ use crate::cc::{CcFactory, EcnMode, FlowContext};
 use crate::event::{EventQueue, TimerFire};
 use crate::host::nic::Nic;
 use crate::net::link::Link;
-use crate::net::port::Port;
+use crate::net::port::{Port, TxMeter};
+use crate::packet::tcp_int::TcpInt;
+use crate::metrics::telemetry::{TelemetryLog, TelemetryRow};
+use crate::scenario::IntRuntime;
 use crate::net::queue::{EcnMarking, SharedBuffer};
 use crate::net::routing::Routes;
 use crate::net::switch::{ecmp_pick, Switch};
@@ -188,6 +191,8 @@ pub struct World {
     cwnd_interval: Time,
     cwnd_samples: Vec<CwndSample>,
     bucketing: crate::metrics::Bucketing,
+    int: IntRuntime,
+    telemetry: TelemetryLog,
 }
 
 /// A seeded generator for one purpose, independent of the others.
@@ -257,11 +262,18 @@ impl World {
                     ecn: p.ecn,
                     drop_non_ect: p.drop_non_ect,
                     salt: flow_hash(*s, n as u32, 0x5eed, false),
+                    int: p.int.switches[*s as usize],
                 }),
                 Role::Host(_) => nics.push(Nic { node: n as u32, port: port_base[n], ..Nic::default() }),
             }
         }
 
+        for sw in switches.iter().filter(|s| s.int.is_some()) {
+            let n = sw.node as usize;
+            for port in &mut ports[port_base[n] as usize..port_base[n + 1] as usize] {
+                port.meter = Some(TxMeter::new(p.int.util_window));
+            }
+        }
         let mut world = World {
             q: EventQueue::new(),
             clock: Time::ZERO,
@@ -297,6 +309,11 @@ impl World {
             cwnd_interval: p.cwnd_interval,
             cwnd_samples: Vec::new(),
             bucketing: p.bucketing,
+            int: p.int,
+            telemetry: match p.telemetry {
+                Some((interval, flows)) => TelemetryLog::new(interval, flows),
+                None => TelemetryLog::new(Time::ZERO, Some(Vec::new())),
+            },
         };
         for spec in &p.flows {
             world.add_flow(spec);
@@ -338,8 +355,13 @@ impl World {
         let base_rtt = self.path_rtt(src, dst, hash_fwd, hash_rev, first_frame);
         let ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt };
         let algo = (class.factory)(&ctx);
-        let sender = Sender::new(&self.tcp, spec.size, algo);
-        let receiver = Receiver::new(&self.tcp, sender.ecn_mode());
+        let mut sender = Sender::new(&self.tcp, spec.size, algo);
+        let mut receiver = Receiver::new(&self.tcp, sender.ecn_mode());
+        let both_support = self.int.host_supports[spec.src] && self.int.host_supports[spec.dst];
+        if both_support && (self.int.all_flows || sender.cc_needs_int()) {
+            sender.enable_int(self.int.encoding, self.int.latency_unit);
+            receiver.int_echo = Some(None);
+        }
         let ideal_fct = match spec.size {
             Some(s) => base_rtt + link_rate.tx_time(self.tcp.wire_bytes_for(s)),
             None => Time::ZERO,
@@ -495,8 +517,9 @@ impl World {
         let local = hops[ecmp_pick(pkt.hash, sw.salt, hops.len())];
         let pid = self.port_base[node] + local as u32;
         let port = &mut self.ports[pid as usize];
+        pkt.enq_at = now;
         if port.idle(now) && port.queue.is_empty() {
-            self.transmit(pid, pkt, now);
+            self.switch_transmit(s, pid, pkt, now);
             return;
         }
         let len = pkt.wire_bytes as u64;
@@ -543,6 +566,19 @@ impl World {
         port.link.in_flight.push_back((arrival, pkt));
     }
 
+    /// A switch's egress pipeline: TCP-INT stamping on capable switches, then the wire.
+    fn switch_transmit(&mut self, s: u32, pid: u32, mut pkt: Packet, now: Time) {
+        let port = &mut self.ports[pid as usize];
+        if let Some(meter) = port.meter.as_mut() {
+            meter.on_tx(now, pkt.wire_bytes as u64);
+            if let (Some(st), Some(opt)) = (&self.switches[s as usize].int, pkt.int.as_mut()) {
+                let util = meter.utilization(now, port.rate);
+                st.stamp(opt, port.queue.bytes(), util, pkt.ttl, now - pkt.enq_at);
+            }
+        }
+        self.transmit(pid, pkt, now);
+    }
+
     fn on_tx_done(&mut self, pid: u32, now: Time) {
         let port = &mut self.ports[pid as usize];
         port.tx_event_pending = false;
@@ -551,7 +587,7 @@ impl World {
             Role::Switch(s) => {
                 if let Some(pkt) = port.queue.pop() {
                     self.switches[s as usize].buffer.used -= pkt.wire_bytes as u64;
-                    self.transmit(pid, pkt, now);
+                    self.switch_transmit(s, pid, pkt, now);
                     let port = &mut self.ports[pid as usize];
                     if !port.queue.is_empty() {
                         port.tx_event_pending = true;
@@ -634,7 +670,8 @@ impl World {
     /// Turns a sender's segment into a packet and does the per-transmission bookkeeping.
     fn emit_segment(&mut self, f: u32, seg: Segment, now: Time) -> Packet {
         let flow = &mut self.flows[f as usize];
-        let wire_bytes = TcpConfig::wire_bytes(seg.len);
+        let int = flow.sender.int_enabled().then(TcpInt::default);
+        let wire_bytes = TcpConfig::wire_bytes(seg.len) + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
         let pkt = Packet {
             flow: f,
             src: flow.src,
@@ -649,6 +686,7 @@ impl World {
             ttl: 64,
             prio: flow.prio,
             ts: now,
+            int,
             ..Packet::default()
         };
         if seg.len > 0 {
@@ -727,6 +765,10 @@ impl World {
         } else {
             let flow = &mut self.flows[f as usize];
             let out = flow.sender.on_ack(&pkt, now);
+            if let (true, Some(echo)) = (pkt.int.is_some(), flow.sender.last_echo) {
+                let row = TelemetryRow { t: now, flow: f, srtt: flow.sender.rtt.srtt(), cwnd: flow.sender.win.cwnd, echo };
+                self.telemetry.record(row);
+            }
             if out.completed {
                 flow.finish = Some(now);
                 self.unfinished -= 1;
@@ -848,6 +890,10 @@ impl World {
     /// Window samples recorded.
     pub fn cwnd_samples(&self) -> &[CwndSample] {
         &self.cwnd_samples
+    }
+    /// TCP-INT echoes received by senders.
+    pub fn telemetry(&self) -> &TelemetryLog {
+        &self.telemetry
     }
     /// How the scenario asked flows to be bucketed by size.
     pub fn bucketing(&self) -> &crate::metrics::Bucketing {

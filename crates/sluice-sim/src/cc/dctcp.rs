@@ -85,11 +85,40 @@ impl Dctcp {
         }
     }
 
-    /// Cuts the window in proportion to alpha.
-    fn reduce(&mut self, win: &mut Window) {
+    /// Cuts the window in proportion to `alpha`.
+    fn reduce(&mut self, alpha: f64, win: &mut Window) {
         self.bytes_acked = 0;
-        win.ssthresh = ((win.cwnd as f64 * (1.0 - self.alpha / 2.0)) as u64).max(win.min_cwnd());
+        win.ssthresh = ((win.cwnd as f64 * (1.0 - alpha / 2.0)) as u64).max(win.min_cwnd());
         win.cwnd = win.ssthresh;
+    }
+
+    /// DCTCP's ACK handling with a second congestion estimate in [0, 1] (0: none): a positive one
+    /// counts as a mark, and a cut uses the larger of it and alpha. ECN+INT builds on this.
+    pub(super) fn on_ack_with(&mut self, ack: &AckSignals, win: &mut Window, other: f64) {
+        self.observe(ack);
+        if ack.in_recovery {
+            return;
+        }
+        let signalled = ack.ce_bytes > 0 || ack.ece || other > 0.0;
+        if signalled && ack.snd_una >= self.cwr_end {
+            self.reduce(self.alpha.max(other), win);
+            self.cwr_end = ack.snd_nxt;
+            return;
+        }
+        reno_grow(&mut self.bytes_acked, ack.acked_bytes, win);
+    }
+
+    /// DCTCP's reaction to loss, timeout or a classic ECN echo.
+    pub(super) fn on_congestion_event(&mut self, ev: CongestionEvent, win: &mut Window) {
+        match ev {
+            // Only reached if a transport handles DCTCP's marks as classic ECN; it paces these.
+            CongestionEvent::Ecn => self.reduce(self.alpha, win),
+            CongestionEvent::FastRetransmit | CongestionEvent::Timeout => {
+                self.bytes_acked = 0;
+                win.ssthresh = (win.cwnd / 2).max(win.min_cwnd());
+                win.cwnd = if ev == CongestionEvent::Timeout { win.mss } else { win.ssthresh };
+            }
+        }
     }
 }
 
@@ -103,28 +132,11 @@ impl CongestionControl for Dctcp {
     }
 
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
-        self.observe(ack);
-        if ack.in_recovery {
-            return;
-        }
-        if (ack.ce_bytes > 0 || ack.ece) && ack.snd_una >= self.cwr_end {
-            self.reduce(win);
-            self.cwr_end = ack.snd_nxt;
-            return;
-        }
-        reno_grow(&mut self.bytes_acked, ack.acked_bytes, win);
+        self.on_ack_with(ack, win, 0.0);
     }
 
     fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {
-        match ev {
-            // Only reached if a transport handles DCTCP's marks as classic ECN; it paces these.
-            CongestionEvent::Ecn => self.reduce(win),
-            CongestionEvent::FastRetransmit | CongestionEvent::Timeout => {
-                self.bytes_acked = 0;
-                win.ssthresh = (win.cwnd / 2).max(win.min_cwnd());
-                win.cwnd = if ev == CongestionEvent::Timeout { win.mss } else { win.ssthresh };
-            }
-        }
+        self.on_congestion_event(ev, win);
     }
 }
 

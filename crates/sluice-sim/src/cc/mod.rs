@@ -7,10 +7,14 @@ use std::sync::Arc;
 
 mod cubic;
 mod dctcp;
+mod ecn_int;
+mod hptcp;
 mod newreno;
 
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
+pub use ecn_int::EcnInt;
+pub use hptcp::Hptcp;
 pub use newreno::NewReno;
 
 /// Everything one ACK tells the sender, gathered by the transport's signal block.
@@ -118,6 +122,10 @@ pub trait CongestionControl: Send {
     fn ecn_mode(&self) -> EcnMode {
         EcnMode::Off
     }
+    /// Whether the algorithm consumes TCP-INT echoes (the flow then negotiates the option).
+    fn needs_int(&self) -> bool {
+        false
+    }
     /// Called on every ACK that acknowledges new data or carries signals.
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window);
     /// Called on loss detection, RTO, or a classic ECN echo.
@@ -168,6 +176,20 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window",
         params: dctcp::PARAMS,
         build: dctcp::factory,
+    },
+    AlgorithmInfo {
+        name: "ecn_int",
+        aliases: &[],
+        summary: "ECN+INT: DCTCP whose alpha is at least the TCP-INT-echoed queue depth over a target",
+        params: ecn_int::PARAMS,
+        build: ecn_int::factory,
+    },
+    AlgorithmInfo {
+        name: "hptcp",
+        aliases: &[],
+        summary: "HPTCP: HPCC's window control on TCP, driven by the aggregated TCP-INT value; paced",
+        params: hptcp::PARAMS,
+        build: hptcp::factory,
     },
 ];
 

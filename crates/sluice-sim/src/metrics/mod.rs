@@ -5,6 +5,7 @@ mod buckets;
 mod percentiles;
 mod series;
 mod summary;
+pub mod telemetry;
 
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
@@ -82,6 +83,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("utilization.csv"))?);
     write_utilization_csv(world, &mut w)?;
     w.flush()?;
+    if !world.telemetry().rows().is_empty() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("telemetry.csv"))?);
+        world.telemetry().write_csv(&mut w)?;
+        w.flush()?;
+    }
     if !world.queue_samples().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("queues.csv"))?);
         write_queues_csv(world, &mut w)?;

@@ -112,6 +112,9 @@ pub struct Summary {
     pub data_packets: u64,
     /// Switch port utilization (per port in `utilization.csv`).
     pub utilization: Utilization,
+    /// Histograms of the TCP-INT echoes senders received, when any flow used TCP-INT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<super::telemetry::TelemetrySummary>,
 }
 
 /// Request counts and latency of the requests `keep` selects by class index.
@@ -194,5 +197,6 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         packets_sent: c.packets_sent,
         data_packets: c.data_packets,
         utilization,
+        telemetry: world.telemetry().summary(),
     }
 }

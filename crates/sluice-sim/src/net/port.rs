@@ -27,6 +27,49 @@ pub struct Port {
     pub tx_bytes: u64,
     /// Packets sent on the wire.
     pub tx_packets: u64,
+    /// Recent transmit rate, kept on ports of INT-capable switches.
+    pub meter: Option<TxMeter>,
+}
+
+/// Transmit rate over a sliding window, from two fixed windows: the current one and the previous
+/// one weighted by how much of it still overlaps the sliding window.
+#[derive(Clone, Copy, Debug)]
+pub struct TxMeter {
+    window: Time,
+    start: Time,
+    cur: u64,
+    prev: u64,
+}
+
+impl TxMeter {
+    /// A meter over `window` (positive).
+    pub fn new(window: Time) -> TxMeter {
+        TxMeter { window, start: Time::ZERO, cur: 0, prev: 0 }
+    }
+
+    fn roll(&mut self, now: Time) {
+        if now < self.start + self.window {
+            return;
+        }
+        let k = (now - self.start).0 / self.window.0;
+        self.prev = if k == 1 { self.cur } else { 0 };
+        self.cur = 0;
+        self.start = self.start + Time(k * self.window.0);
+    }
+
+    /// Counts `bytes` leaving at `now`.
+    pub fn on_tx(&mut self, now: Time, bytes: u64) {
+        self.roll(now);
+        self.cur += bytes;
+    }
+
+    /// Utilization of `rate` over the window ending at `now` (1.0 = line rate).
+    pub fn utilization(&mut self, now: Time, rate: Rate) -> f64 {
+        self.roll(now);
+        let into = (now - self.start).0 as f64 / self.window.0 as f64;
+        let bytes = self.prev as f64 * (1.0 - into) + self.cur as f64;
+        bytes * 8.0 / (rate.0 as f64 * self.window.secs_f64())
+    }
 }
 
 impl Port {
@@ -43,6 +86,7 @@ impl Port {
             tx_event_pending: false,
             tx_bytes: 0,
             tx_packets: 0,
+            meter: None,
         }
     }
 
@@ -60,5 +104,27 @@ impl Port {
         } else {
             0.0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meter_reads_line_rate_when_saturated_and_decays_when_idle() {
+        let rate = Rate(10_000_000_000);
+        let mut m = TxMeter::new(Time::from_secs_f64(10e-6));
+        // 1250 B every 1 us is exactly 10 Gb/s.
+        let mut t = Time::ZERO;
+        for _ in 0..100 {
+            m.on_tx(t, 1250);
+            t = t + Time::from_secs_f64(1e-6);
+        }
+        let u = m.utilization(t, rate);
+        assert!((u - 1.0).abs() < 0.11, "{u}");
+        let half_later = t + Time::from_secs_f64(5e-6);
+        assert!((m.utilization(half_later, rate) - 0.5).abs() < 0.11);
+        assert_eq!(m.utilization(t + Time::from_secs_f64(30e-6), rate), 0.0);
     }
 }

@@ -96,6 +96,8 @@ pub struct Packet {
     pub ts_echo: Time,
     /// The TCP-INT option, when the sender added one.
     pub int: Option<tcp_int::TcpInt>,
+    /// When the packet entered the current switch's queue (for INT residence latency).
+    pub enq_at: Time,
 }
 
 impl Packet {

@@ -5,6 +5,7 @@ use super::sack::RangeSet;
 use super::TcpConfig;
 use crate::cc::EcnMode;
 use crate::event::TimerSlot;
+use crate::packet::tcp_int::TcpInt;
 use crate::packet::{flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER};
 use crate::time::Time;
 
@@ -39,6 +40,8 @@ pub struct Receiver {
     ts_recent: Time,
     /// A FIN has been received.
     pub fin_received: bool,
+    /// When TCP-INT is echoed: the option of the latest data segment, reflected on the next ACK.
+    pub int_echo: Option<Option<TcpInt>>,
 }
 
 impl Receiver {
@@ -58,6 +61,7 @@ impl Receiver {
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
             fin_received: false,
+            int_echo: None,
         }
     }
 
@@ -84,6 +88,9 @@ impl Receiver {
         }
         if pkt.has(flags::FIN) {
             self.fin_received = true;
+        }
+        if let (Some(echo), Some(o)) = (self.int_echo.as_mut(), pkt.int) {
+            *echo = Some(o);
         }
 
         let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
@@ -154,6 +161,11 @@ impl Receiver {
         }
         ack.sack_len = n as u8;
         ack.wire_bytes = ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER + sack_option_bytes(n as u32);
+        if let Some(seen) = self.int_echo {
+            let o = seen.unwrap_or_default();
+            ack.int = Some(TcpInt { int_ecr: o.int_val, id_ecr: o.id, lat_ecr: o.lat, ..TcpInt::default() });
+            ack.wire_bytes += crate::packet::tcp_int::LEN as u32;
+        }
         self.unacked_segments = 0;
         self.delack_timer.cancel();
         ack

@@ -4,7 +4,8 @@
 use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::TcpConfig;
-use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
+use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, Window};
+use crate::packet::tcp_int::IntEncoding;
 use crate::event::TimerSlot;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
@@ -96,10 +97,33 @@ pub struct Sender {
     pub timeouts: Vec<TimeoutRecord>,
     /// Time of the last transmission.
     pub last_tx: Time,
+    /// TCP-INT in use: how to decode echoes, and the latency unit.
+    int: Option<(IntEncoding, Time)>,
+    /// The echo the last ACK carried, decoded.
+    pub last_echo: Option<IntEcho>,
 }
 
 impl Sender {
     /// A sender for `size` bytes (or endless), starting in SYN-SENT when `cfg.handshake`.
+    /// Adds the TCP-INT option to every segment from now on (its 12 bytes come out of the MSS, as
+    /// Linux reserves option space) and decodes echoes with `encoding`.
+    pub fn enable_int(&mut self, encoding: IntEncoding, latency_unit: Time) {
+        if self.int.is_none() {
+            self.win.mss -= crate::packet::tcp_int::LEN as u64;
+        }
+        self.int = Some((encoding, latency_unit));
+    }
+
+    /// True when segments carry the TCP-INT option.
+    pub fn int_enabled(&self) -> bool {
+        self.int.is_some()
+    }
+
+    /// Whether the flow's algorithm consumes TCP-INT.
+    pub fn cc_needs_int(&self) -> bool {
+        self.cc.needs_int()
+    }
+
     pub fn new(cfg: &TcpConfig, size: Option<u64>, cc: Box<dyn CongestionControl>) -> Sender {
         let mss = cfg.mss();
         let ecn_mode = if cfg.ecn { cc.ecn_mode() } else { EcnMode::Off };
@@ -127,6 +151,8 @@ impl Sender {
             retransmits: 0,
             timeouts: Vec::new(),
             last_tx: Time::ZERO,
+            int: None,
+            last_echo: None,
         }
     }
 
@@ -226,6 +252,7 @@ impl Sender {
     /// Processes an ACK (or SYN-ACK) arriving at `now`.
     pub fn on_ack(&mut self, pkt: &Packet, now: Time) -> AckOutcome {
         let mut out = AckOutcome::default();
+        self.last_echo = None;
         if self.phase == Phase::SynSent {
             if pkt.has(flags::SYN) && pkt.has(flags::ACK) {
                 self.phase = Phase::Established;
@@ -298,8 +325,16 @@ impl Sender {
             // After a timeout the window slow-starts back (RFC 5681); only fast recovery holds it.
             in_recovery: self.recovery_end.is_some() && self.lost_mark == 0,
             path_hops: None,
-            int: None,
+            int: match (self.int, pkt.int) {
+                (Some((enc, unit)), Some(o)) => Some(IntEcho {
+                    reading: enc.read(o.int_ecr),
+                    path_latency: Time(o.lat_ecr as u64 * unit.0),
+                    hop_id: o.id_ecr,
+                }),
+                _ => None,
+            },
         };
+        self.last_echo = signals.int;
         self.cc.on_ack(&signals, &mut self.win);
 
         if self.size.is_some_and(|s| self.una >= s) {
