@@ -28,7 +28,7 @@
 //!   the SYN and SYN-ACK carry SACK-permitted, timestamps and window scale 14 (`04 02 | 08 0a
 //!   TSval TSecr | 01 03 03 0e`); every other segment carries `01 01 | 08 0a TSval TSecr`. TSval
 //!   and TSecr are [`Packet::ts`] and [`Packet::ts_echo`] in microseconds, modulo 2^32. Then the
-//!   TCP-INT option (kind 0x72, 12 bytes, [`TcpInt::encode`]) when [`Packet::int`] is set, then
+//!   TCP-INT option (kind 0x72, 12 bytes, [`TcpInt::encode`](crate::packet::tcp_int::TcpInt::encode)) when [`Packet::int`] is set, then
 //!   `01 01 | 05 len` SACK blocks, most recent first, as many as still fit (as Linux does, the
 //!   oldest are dropped: three beside timestamps alone, one beside TCP-INT too).
 //! - **Window.** 65535 in every segment; with the SYN's window scale that is about 1 GiB, so
@@ -42,7 +42,6 @@
 //! Timestamps are the simulated time, truncated from picoseconds to nanoseconds, counted from the
 //! epoch (a run starting at 0 shows as 1970-01-01).
 
-use crate::packet::tcp_int::TcpInt;
 use crate::packet::{flags, Ecn, Packet};
 use crate::time::Time;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
@@ -318,6 +317,7 @@ impl<W: Write> PcapSink<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::tcp_int::TcpInt;
     use crate::packet::SackBlock;
 
     /// A data packet from host 3 to host 7 of flow 42 carrying TCP-INT.
