@@ -335,8 +335,8 @@ fn fix_tcp_checksum(f: &mut [u8]) {
             s += (w[0] as u32) << 8 | *w.get(1).unwrap_or(&0) as u32;
         }
     };
-    add(&f[26..34].to_vec());
-    add(&f[34..].to_vec());
+    add(&f[26..34]);
+    add(&f[34..]);
     while s > 0xffff {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -351,7 +351,7 @@ fn dissector_flags_a_wrong_length() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.pcap");
-    let int = TcpInt { int_val: 0x42, int_ecr: 0, id: 59, id_ecr: 0, lat: 0x0102_03, lat_ecr: 0 };
+    let int = TcpInt { int_val: 0x42, int_ecr: 0, id: 59, id_ecr: 0, lat: 0x01_0203, lat_ecr: 0 };
     let (good, len) = frame_bytes(&fwd(0, 0, Some(int))).unwrap();
     assert_eq!(len as usize, good.len());
     // The TCP-INT option sits after the 12 timestamp bytes: claim 10 bytes and pad with NOPs.
@@ -385,12 +385,12 @@ fn dissector_flags_a_wrong_length() {
     // The well-formed option raises no expert info; the short one does, and still shows the
     // fields its ten bytes hold.
     assert_eq!(rows[0][0], "12");
-    assert_eq!((num(&rows[0][1]), num(&rows[0][2]), num(&rows[0][3]), num(&rows[0][4])), (0x42, 59, 0x010203, 0));
+    assert_eq!((num(&rows[0][1]), num(&rows[0][2]), num(&rows[0][3]), num(&rows[0][4])), (0x42, 59, 0x01_0203, 0));
     assert_eq!(rows[0][5], "1");
     assert!(!rows[0][6].contains("TCP-INT"), "{:?}", rows[0]);
     assert_eq!(rows[1][0], "10");
     assert!(rows[1][6].contains("TCP-INT option length 10, expected 12"), "{:?}", rows[1]);
-    assert_eq!((num(&rows[1][1]), num(&rows[1][2]), num(&rows[1][3])), (0x42, 59, 0x010203));
+    assert_eq!((num(&rows[1][1]), num(&rows[1][2]), num(&rows[1][3])), (0x42, 59, 0x01_0203));
     assert_eq!(rows[1][4], "", "LatEcr lies beyond a 10-byte option");
     assert_eq!(rows[1][5], "1");
 

@@ -28,9 +28,9 @@
 //!   the SYN and SYN-ACK carry SACK-permitted, timestamps and window scale 14 (`04 02 | 08 0a
 //!   TSval TSecr | 01 03 03 0e`); every other segment carries `01 01 | 08 0a TSval TSecr`. TSval
 //!   and TSecr are [`Packet::ts`] and [`Packet::ts_echo`] in microseconds, modulo 2^32. Then the
-//!   TCP-INT option (kind 0x72, 12 bytes, [`TcpInt::encode`](crate::packet::tcp_int::TcpInt::encode)) when [`Packet::int`] is set, then
-//!   `01 01 | 05 len` SACK blocks, most recent first, as many as still fit (as Linux does, the
-//!   oldest are dropped: three beside timestamps alone, one beside TCP-INT too).
+//!   TCP-INT option (kind 0x72, the 12 bytes of [`TcpInt::encode`]) when [`Packet::int`] is set,
+//!   then `01 01 | 05 len` SACK blocks, most recent first, as many as still fit (as Linux does,
+//!   the oldest are dropped: three beside timestamps alone, one beside TCP-INT too).
 //! - **Window.** 65535 in every segment; with the SYN's window scale that is about 1 GiB, so
 //!   Wireshark never reports a full window the simulator does not model.
 //! - **Payload.** [`Packet::payload`] zero bytes. The IPv4 and TCP checksums are those of the full
@@ -41,6 +41,8 @@
 //!
 //! Timestamps are the simulated time, truncated from picoseconds to nanoseconds, counted from the
 //! epoch (a run starting at 0 shows as 1970-01-01).
+//!
+//! [`TcpInt::encode`]: crate::packet::tcp_int::TcpInt::encode
 
 use crate::packet::{flags, Ecn, Packet};
 use crate::time::Time;
