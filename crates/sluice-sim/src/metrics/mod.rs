@@ -2,6 +2,7 @@
 //! sampled time series.
 
 mod buckets;
+pub mod pcap;
 mod percentiles;
 mod series;
 mod summary;

@@ -1,0 +1,574 @@
+//! Packet capture: simulated packets as real Ethernet/IPv4/TCP frames in a pcap file with
+//! nanosecond timestamps (magic `0xa1b23c4d`, link type Ethernet, little endian), so Wireshark
+//! and tshark read a run like a capture from a real fabric.
+//!
+//! # Mapping from a [`Packet`] to a frame
+//!
+//! - **Addresses.** Host ordinal `h` becomes IPv4 `10.0.0.0 + (h + 1)`, i.e. the 24 low bits of
+//!   `h + 1` in the last three octets (host 0 is 10.0.0.1, host 255 is 10.0.1.0, host 1000 is
+//!   10.0.3.233), and MAC `02:00:00` followed by the same three bytes (locally administered,
+//!   unicast). Ordinals up to 16,777,213 map to distinct addresses.
+//! - **Ports.** The flow's sender uses source port `10000 + flow % 50000`
+//!   ([`client_port`]); the receiver listens on [`SERVICE_PORT`] (5001). [`Packet::is_forward`]
+//!   gives the direction: forward packets (SYN, data, FIN) go sender → receiver; ACKs and the
+//!   SYN-ACK go back with addresses and ports swapped.
+//! - **Sequence numbers.** The simulator counts bytes from 0 in 64 bits. Each side of a flow gets
+//!   an initial sequence number ([`isn`], a fixed hash of the flow id and direction) and, as in
+//!   real TCP, its SYN consumes one number: the SYN carries `ISN`, the byte at offset `o` has
+//!   sequence number `ISN + 1 + o`, modulo 2^32. Acknowledgement numbers and SACK blocks map the
+//!   same way in the peer's space, so Wireshark's relative sequence numbers equal the simulator's
+//!   offsets. The simulator's FIN does not take a sequence number, so the ACK that answers it
+//!   acknowledges the data only.
+//! - **Flags.** SYN, FIN, ECE and CWR as set; ACK on every segment but the initial SYN (the
+//!   receiver never sends data, so a forward segment acknowledges the peer's SYN: `ISN_r + 1`).
+//! - **IP header.** 20 bytes, DF set, identification 0; ECN from [`Packet::ecn`] (Not-ECT `00`,
+//!   ECT(0) `10`, CE `11`); DSCP is the simulator's switch priority `prio` verbatim (0 = highest),
+//!   so `ip.dsfield.dscp == 1` selects priority 1; TTL from [`Packet::ttl`].
+//! - **TCP options**, each group 4-byte aligned, at most 40 bytes in all:
+//!   the SYN and SYN-ACK carry SACK-permitted, timestamps and window scale 14 (`04 02 | 08 0a
+//!   TSval TSecr | 01 03 03 0e`); every other segment carries `01 01 | 08 0a TSval TSecr`. TSval
+//!   and TSecr are [`Packet::ts`] and [`Packet::ts_echo`] in microseconds, modulo 2^32. Then the
+//!   TCP-INT option (kind 0x72, the 12 bytes of [`TcpInt::encode`]) when [`Packet::int`] is set,
+//!   then `01 01 | 05 len` SACK blocks, most recent first, as many as still fit (as Linux does,
+//!   the oldest are dropped: three beside timestamps alone, one beside TCP-INT too).
+//! - **Window.** 65535 in every segment; with the SYN's window scale that is about 1 GiB, so
+//!   Wireshark never reports a full window the simulator does not model.
+//! - **Payload.** [`Packet::payload`] zero bytes. The IPv4 and TCP checksums are those of the full
+//!   frame. By default a record holds the headers only (`incl_len` = header bytes, `orig_len` =
+//!   the full frame without FCS), which keeps traces small; Wireshark then checks the IP checksum
+//!   but leaves the TCP checksum of segments with payload "unverified". [`Snap::Full`] writes the
+//!   zero payload as well.
+//!
+//! Timestamps are the simulated time, truncated from picoseconds to nanoseconds, counted from the
+//! epoch (a run starting at 0 shows as 1970-01-01).
+//!
+//! [`TcpInt::encode`]: crate::packet::tcp_int::TcpInt::encode
+
+use crate::packet::{flags, Ecn, Packet};
+use crate::time::Time;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+/// TCP port the receiver of every flow listens on.
+pub const SERVICE_PORT: u16 = 5001;
+/// Lowest source port a flow's sender uses.
+pub const CLIENT_PORT_BASE: u16 = 10000;
+/// Number of distinct sender ports; flow ids that differ by a multiple share a port.
+pub const CLIENT_PORTS: u32 = 50000;
+/// Window scale the SYN and SYN-ACK announce.
+pub const WINDOW_SCALE: u8 = 14;
+/// Snapshot length in the file header; large enough for any IPv4 frame.
+pub const SNAPLEN: u32 = 262_144;
+
+const ETH_HEADER: usize = 14;
+const IP_HEADER: usize = 20;
+const TCP_BASE: usize = 20;
+const MAX_OPTIONS: usize = 40;
+
+/// The IPv4 address of host ordinal `h`: 10.0.0.0 + (h + 1), see the module doc.
+pub fn host_ipv4(h: u32) -> [u8; 4] {
+    let n = h.wrapping_add(1).to_be_bytes();
+    [10, n[1], n[2], n[3]]
+}
+
+/// The MAC address of host ordinal `h`: 02:00:00 and the last three octets of its IPv4 address.
+pub fn host_mac(h: u32) -> [u8; 6] {
+    let n = h.wrapping_add(1).to_be_bytes();
+    [0x02, 0, 0, n[1], n[2], n[3]]
+}
+
+/// The source port of a flow's sender.
+pub fn client_port(flow: u32) -> u16 {
+    CLIENT_PORT_BASE + (flow % CLIENT_PORTS) as u16
+}
+
+/// The initial sequence number of one side of a flow: `forward` for the sender's, else the
+/// receiver's. A fixed mix of the flow id, so traces are deterministic.
+pub fn isn(flow: u32, forward: bool) -> u32 {
+    // The 64-bit finalizer of SplitMix64: every input bit affects every output bit.
+    let mut z = ((flow as u64) << 1 | forward as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32
+}
+
+/// The wire sequence number of byte offset `off` in a side whose SYN carried `isn`.
+fn wire_seq(isn: u32, off: u64) -> u32 {
+    isn.wrapping_add(1).wrapping_add(off as u32)
+}
+
+/// Microseconds modulo 2^32, the TCP timestamp clock.
+fn ts_us(t: Time) -> u32 {
+    (t.0 / 1_000_000) as u32
+}
+
+/// The one's-complement sum of `bytes` as big-endian 16-bit words, added to `sum`, not folded.
+fn sum_words(mut sum: u32, bytes: &[u8]) -> u32 {
+    let mut chunks = bytes.chunks_exact(2);
+    for w in &mut chunks {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    if let [last] = chunks.remainder() {
+        sum += (*last as u32) << 8;
+    }
+    sum
+}
+
+/// Folds a sum to 16 bits and complements it: the Internet checksum.
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Appends the TCP options of `pkt` to `out`; returns their length (a multiple of 4, ≤ 40).
+fn push_options(pkt: &Packet, syn: bool, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    let (tsval, tsecr) = (ts_us(pkt.ts).to_be_bytes(), ts_us(pkt.ts_echo).to_be_bytes());
+    if syn {
+        out.extend_from_slice(&[4, 2, 8, 10]);
+    } else {
+        out.extend_from_slice(&[1, 1, 8, 10]);
+    }
+    out.extend_from_slice(&tsval);
+    out.extend_from_slice(&tsecr);
+    if syn {
+        out.extend_from_slice(&[1, 3, 3, WINDOW_SCALE]);
+    }
+    if let Some(int) = pkt.int {
+        out.extend_from_slice(&int.encode());
+    }
+    let room = MAX_OPTIONS - (out.len() - start);
+    let blocks = (pkt.sack_len as usize).min(room.saturating_sub(4) / 8);
+    if blocks > 0 {
+        // The reverse direction's ACK and SACK blocks live in the sender's sequence space.
+        let peer_isn = isn(pkt.flow, !pkt.is_forward());
+        out.extend_from_slice(&[1, 1, 5, 2 + 8 * blocks as u8]);
+        for (s, e) in pkt.sack_ranges().take(blocks) {
+            out.extend_from_slice(&wire_seq(peer_isn, s).to_be_bytes());
+            out.extend_from_slice(&wire_seq(peer_isn, e).to_be_bytes());
+        }
+    }
+    out.len() - start
+}
+
+/// Appends the Ethernet, IPv4 and TCP headers of `pkt` to `out` (cleared first). Returns the full
+/// frame length without FCS, payload included.
+fn build(pkt: &Packet, out: &mut Vec<u8>) -> io::Result<u32> {
+    out.clear();
+    let fwd = pkt.is_forward();
+    let initial_syn = pkt.has(flags::SYN) && !pkt.has(flags::ACK);
+    let (sport, dport) =
+        if fwd { (client_port(pkt.flow), SERVICE_PORT) } else { (SERVICE_PORT, client_port(pkt.flow)) };
+    let (own_isn, peer_isn) = (isn(pkt.flow, fwd), isn(pkt.flow, !fwd));
+
+    // Ethernet.
+    out.extend_from_slice(&host_mac(pkt.dst));
+    out.extend_from_slice(&host_mac(pkt.src));
+    out.extend_from_slice(&0x0800u16.to_be_bytes());
+
+    // IPv4, total length and checksum filled in below.
+    let ip = out.len();
+    let ecn = match pkt.ecn {
+        Ecn::NotEct => 0b00,
+        Ecn::Ect => 0b10,
+        Ecn::Ce => 0b11,
+    };
+    out.extend_from_slice(&[0x45, (pkt.prio.min(63) << 2) | ecn, 0, 0, 0, 0, 0x40, 0, pkt.ttl, 6, 0, 0]);
+    let (src, dst) = (host_ipv4(pkt.src), host_ipv4(pkt.dst));
+    out.extend_from_slice(&src);
+    out.extend_from_slice(&dst);
+
+    // TCP, data offset and checksum filled in below.
+    let tcp = out.len();
+    let seq = if pkt.has(flags::SYN) { own_isn } else { wire_seq(own_isn, pkt.seq) };
+    let ack = if initial_syn { 0 } else { wire_seq(peer_isn, pkt.ack) };
+    let mut tcp_flags = 0u8;
+    for (bit, wire) in [(flags::FIN, 0x01), (flags::SYN, 0x02), (flags::ECE, 0x40), (flags::CWR, 0x80)] {
+        if pkt.has(bit) {
+            tcp_flags |= wire;
+        }
+    }
+    if !initial_syn {
+        tcp_flags |= 0x10;
+    }
+    out.extend_from_slice(&sport.to_be_bytes());
+    out.extend_from_slice(&dport.to_be_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(&ack.to_be_bytes());
+    out.extend_from_slice(&[0, tcp_flags, 0xff, 0xff, 0, 0, 0, 0]);
+    let opt_len = push_options(pkt, pkt.has(flags::SYN), out);
+    let tcp_header = TCP_BASE + opt_len;
+    out[tcp + 12] = ((tcp_header / 4) as u8) << 4;
+
+    let tcp_len = tcp_header + pkt.payload as usize;
+    let ip_len = IP_HEADER + tcp_len;
+    let ip_len16 = u16::try_from(ip_len).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("flow {}: a {}-byte payload does not fit an IPv4 packet", pkt.flow, pkt.payload),
+        )
+    })?;
+    out[ip + 2..ip + 4].copy_from_slice(&ip_len16.to_be_bytes());
+    let ip_sum = fold(sum_words(0, &out[ip..ip + IP_HEADER]));
+    out[ip + 10..ip + 12].copy_from_slice(&ip_sum.to_be_bytes());
+
+    // Pseudo-header: addresses, protocol and TCP length. The zero payload adds nothing to the sum.
+    let pseudo = sum_words(sum_words(0, &src), &dst) + 6 + tcp_len as u32;
+    let tcp_sum = fold(sum_words(pseudo, &out[tcp..]));
+    out[tcp + 16..tcp + 18].copy_from_slice(&tcp_sum.to_be_bytes());
+    Ok((ETH_HEADER + ip_len) as u32)
+}
+
+/// The Ethernet, IPv4 and TCP header bytes of `pkt`, and the full frame length (payload
+/// included, FCS excluded). Fails when the payload does not fit an IPv4 packet.
+pub fn frame_bytes(pkt: &Packet) -> io::Result<(Vec<u8>, u32)> {
+    let mut out = Vec::with_capacity(ETH_HEADER + IP_HEADER + TCP_BASE + MAX_OPTIONS);
+    let len = build(pkt, &mut out)?;
+    Ok((out, len))
+}
+
+/// How much of each frame a record holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Snap {
+    /// Headers only; the payload is counted in the original length but not stored.
+    #[default]
+    Headers,
+    /// The whole frame, zero payload included.
+    Full,
+}
+
+/// A pcap file being written: one record per captured packet.
+pub struct PcapSink<W: Write = BufWriter<File>> {
+    writer: PcapWriter<W>,
+    snap: Snap,
+    buf: Vec<u8>,
+    records: u64,
+}
+
+fn to_io(e: PcapError) -> io::Error {
+    match e {
+        PcapError::IoError(e) => e,
+        e => io::Error::other(e),
+    }
+}
+
+impl PcapSink<BufWriter<File>> {
+    /// Creates (truncates) the file at `path` and writes the pcap header; records hold headers.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<Self> {
+        Self::create_with(path, Snap::Headers)
+    }
+
+    /// Like [`PcapSink::create`], choosing how much of each frame to store.
+    pub fn create_with(path: impl AsRef<Path>, snap: Snap) -> io::Result<Self> {
+        let path = path.as_ref();
+        let file = File::create(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+        PcapSink::new(BufWriter::new(file), snap)
+    }
+}
+
+impl<W: Write> PcapSink<W> {
+    /// Writes the pcap header to `w` and returns a sink recording into it.
+    pub fn new(w: W, snap: Snap) -> io::Result<Self> {
+        let header = PcapHeader {
+            version_major: 2,
+            version_minor: 4,
+            ts_correction: 0,
+            ts_accuracy: 0,
+            snaplen: SNAPLEN,
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            // Fixed, not native, so the same run gives the same bytes on every machine.
+            endianness: Endianness::Little,
+        };
+        let writer = PcapWriter::with_header(w, header).map_err(to_io)?;
+        Ok(PcapSink { writer, snap, buf: Vec::with_capacity(128), records: 0 })
+    }
+
+    /// Appends one record: `pkt` as seen at simulated time `t`.
+    pub fn record(&mut self, t: Time, pkt: &Packet) -> io::Result<()> {
+        let len = build(pkt, &mut self.buf)?;
+        if self.snap == Snap::Full {
+            self.buf.resize(len as usize, 0);
+        }
+        let rec = PcapPacket::new(Duration::from_nanos(t.ns()), len, &self.buf);
+        self.writer.write_packet(&rec).map_err(to_io)?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Number of records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(self) -> io::Result<W> {
+        let mut w = self.writer.into_writer();
+        w.flush()?;
+        Ok(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::tcp_int::TcpInt;
+    use crate::packet::SackBlock;
+
+    /// A data packet from host 3 to host 7 of flow 42 carrying TCP-INT.
+    fn data(seq: u64, payload: u32) -> Packet {
+        Packet {
+            flow: 42,
+            src: 3,
+            dst: 7,
+            seq,
+            payload,
+            flags: flags::ACK,
+            ecn: Ecn::Ect,
+            ttl: 61,
+            prio: 2,
+            ts: Time::from_us(1_500),
+            ts_echo: Time::from_us(1_200),
+            int: Some(TcpInt { int_val: 0x85, int_ecr: 0, id: 61, id_ecr: 0, lat: 0xabcdef, lat_ecr: 0 }),
+            ..Packet::default()
+        }
+    }
+
+    /// The ACK of `data`'s flow, with `n` SACK blocks and an INT echo when `int`.
+    fn ack(cum: u64, n: u8, int: bool) -> Packet {
+        let mut p = Packet {
+            flow: 42,
+            src: 7,
+            dst: 3,
+            ack: cum,
+            flags: flags::ACK | flags::ECE,
+            ttl: 64,
+            ts: Time::from_us(1_600),
+            ts_echo: Time::from_us(1_500),
+            sack_len: n,
+            int: int.then_some(TcpInt { int_ecr: 0x85, id_ecr: 61, lat_ecr: 0xabcdef, ..TcpInt::default() }),
+            ..Packet::default()
+        };
+        for i in 0..n as u32 {
+            p.sack[i as usize] = SackBlock { start: 3000 * (i + 1), end: 3000 * (i + 1) + 1448 };
+        }
+        p
+    }
+
+    /// An independent Internet checksum check: the 16-bit one's-complement sum of a correctly
+    /// checksummed region is 0xffff.
+    fn ones_sum(chunks: &[&[u8]]) -> u16 {
+        let bytes: Vec<u8> = chunks.concat();
+        let mut s: u64 = 0;
+        for i in (0..bytes.len()).step_by(2) {
+            let hi = bytes[i] as u64;
+            let lo = *bytes.get(i + 1).unwrap_or(&0) as u64;
+            s += hi << 8 | lo;
+        }
+        while s >> 16 != 0 {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    fn tcp_of(f: &[u8]) -> &[u8] {
+        let off = ((f[14 + 32] >> 4) as usize) * 4;
+        &f[34..34 + off]
+    }
+
+    /// The TCP options as (kind, bytes including kind and length), NOPs skipped.
+    fn options(f: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let o = &tcp_of(f)[20..];
+        let (mut i, mut v) = (0, Vec::new());
+        while i < o.len() {
+            match o[i] {
+                0 => break,
+                1 => i += 1,
+                k => {
+                    let l = o[i + 1] as usize;
+                    v.push((k, o[i..i + l].to_vec()));
+                    i += l;
+                }
+            }
+        }
+        v
+    }
+
+    fn be32(b: &[u8]) -> u32 {
+        u32::from_be_bytes(b[..4].try_into().unwrap())
+    }
+
+    #[test]
+    fn checksums_verify_over_the_zero_filled_frame() {
+        for p in [data(0, 1448), data(1448, 1), data(0, 0), ack(2896, 3, false), ack(0, 1, true)] {
+            let (h, len) = frame_bytes(&p).unwrap();
+            let mut full = h.clone();
+            full.resize(len as usize, 0);
+            assert_eq!(ones_sum(&[&full[14..34]]), 0xffff, "IPv4 header checksum");
+            let tcp_len = (len - 34) as u16;
+            let pseudo = [&full[26..34], &[0, 6], &tcp_len.to_be_bytes()[..]].concat();
+            assert_eq!(ones_sum(&[&pseudo, &full[34..]]), 0xffff, "TCP checksum, payload {}", p.payload);
+        }
+        // The payload length enters through the pseudo-header, so it changes the checksum.
+        let (a, _) = frame_bytes(&data(0, 1448)).unwrap();
+        let (b, _) = frame_bytes(&data(0, 0)).unwrap();
+        assert_ne!(a[50..52], b[50..52]);
+    }
+
+    #[test]
+    fn headers_carry_addresses_ports_ecn_ttl_and_lengths() {
+        let (f, len) = frame_bytes(&data(0, 1448)).unwrap();
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 8]); // host 7
+        assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 4]); // host 3
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        assert_eq!(f[14], 0x45);
+        assert_eq!(f[15], 2 << 2 | 0b10, "DSCP 2, ECT(0)");
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 20 + 44 + 1448);
+        assert_eq!(f[22], 61);
+        assert_eq!(f[23], 6);
+        assert_eq!(&f[26..30], &[10, 0, 0, 4]);
+        assert_eq!(&f[30..34], &[10, 0, 0, 8]);
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), 10042);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), SERVICE_PORT);
+        assert_eq!(len, 14 + 20 + 44 + 1448);
+        assert_eq!(f.len(), 14 + 20 + 44);
+
+        let mut ce = data(0, 10);
+        ce.ecn = Ecn::Ce;
+        assert_eq!(frame_bytes(&ce).unwrap().0[15] & 3, 0b11);
+        ce.ecn = Ecn::NotEct;
+        assert_eq!(frame_bytes(&ce).unwrap().0[15] & 3, 0b00);
+
+        // The ACK goes back with addresses and ports swapped.
+        let (a, _) = frame_bytes(&ack(0, 0, false)).unwrap();
+        assert_eq!(&a[26..34], &[10, 0, 0, 8, 10, 0, 0, 4]);
+        assert_eq!(u16::from_be_bytes([a[34], a[35]]), SERVICE_PORT);
+        assert_eq!(u16::from_be_bytes([a[36], a[37]]), 10042);
+        assert_eq!(host_ipv4(255), [10, 0, 1, 0]);
+        assert_eq!(host_mac(0x12345), [2, 0, 0, 1, 0x23, 0x46]);
+    }
+
+    #[test]
+    fn data_offset_and_option_layout() {
+        let (f, _) = frame_bytes(&data(0, 100)).unwrap();
+        let t = tcp_of(&f);
+        assert_eq!(t.len(), 44, "20 + timestamps 12 + TCP-INT 12");
+        assert_eq!(&t[20..24], &[1, 1, 8, 10]);
+        assert_eq!(be32(&t[24..]), 1_500);
+        assert_eq!(be32(&t[28..]), 1_200);
+        assert_eq!(t[32], 0x72);
+        assert_eq!(t[13], 0x10, "ACK only");
+
+        let (f, _) = frame_bytes(&ack(100, 0, false)).unwrap();
+        assert_eq!(tcp_of(&f).len(), 32, "timestamps only, as Linux sends");
+        assert_eq!(f[34 + 13], 0x10 | 0x40, "ACK + ECE");
+    }
+
+    #[test]
+    fn int_option_round_trips_from_the_frame() {
+        for p in [data(0, 1448), ack(10, 1, true)] {
+            let (f, _) = frame_bytes(&p).unwrap();
+            let opts = options(&f);
+            let int = opts.iter().find(|(k, _)| *k == 0x72).expect("TCP-INT option present");
+            assert_eq!(int.1.len(), 12);
+            assert_eq!(TcpInt::decode(&int.1), Ok(p.int.unwrap()));
+        }
+        let mut plain = data(0, 1);
+        plain.int = None;
+        assert!(options(&frame_bytes(&plain).unwrap().0).iter().all(|(k, _)| *k != 0x72));
+    }
+
+    #[test]
+    fn sequence_numbers_follow_the_handshake() {
+        let (si, ri) = (isn(42, true), isn(42, false));
+        assert_ne!(si, ri);
+        let syn = Packet { flow: 42, src: 3, dst: 7, flags: flags::SYN, ttl: 64, ..Packet::default() };
+        let (f, _) = frame_bytes(&syn).unwrap();
+        let t = tcp_of(&f);
+        assert_eq!((be32(&t[4..]), be32(&t[8..]), t[13]), (si, 0, 0x02));
+        let kinds: Vec<u8> = options(&f).iter().map(|o| o.0).collect();
+        assert_eq!(kinds, [4, 8, 3], "SACK-permitted, timestamps, window scale");
+
+        let synack = Packet { flow: 42, src: 7, dst: 3, flags: flags::SYN | flags::ACK, ..Packet::default() };
+        let (f, _) = frame_bytes(&synack).unwrap();
+        let t = tcp_of(&f);
+        assert_eq!((be32(&t[4..]), be32(&t[8..]), t[13]), (ri, si.wrapping_add(1), 0x12));
+        assert_eq!(u16::from_be_bytes([t[0], t[1]]), SERVICE_PORT);
+
+        // First data byte follows the SYN; the data segment acknowledges the SYN-ACK.
+        let (f, _) = frame_bytes(&data(0, 1448)).unwrap();
+        assert_eq!((be32(&tcp_of(&f)[4..]), be32(&tcp_of(&f)[8..])), (si.wrapping_add(1), ri.wrapping_add(1)));
+        let (f, _) = frame_bytes(&data(5u64 << 32 | 7, 1448)).unwrap();
+        assert_eq!(be32(&tcp_of(&f)[4..]), si.wrapping_add(8), "offsets wrap modulo 2^32");
+        let (f, _) = frame_bytes(&ack(2896, 0, false)).unwrap();
+        assert_eq!(be32(&tcp_of(&f)[8..]), si.wrapping_add(2897));
+        assert_eq!(be32(&tcp_of(&f)[4..]), ri.wrapping_add(1));
+    }
+
+    #[test]
+    fn sack_blocks_that_do_not_fit_are_dropped() {
+        let si = isn(42, true);
+        // Timestamps (12) + three blocks (28) fill all 40 option bytes.
+        let (f, _) = frame_bytes(&ack(1000, 3, false)).unwrap();
+        assert_eq!(tcp_of(&f).len(), 60);
+        let sack = options(&f).into_iter().find(|o| o.0 == 5).unwrap().1;
+        assert_eq!(sack.len(), 2 + 3 * 8);
+        assert_eq!(be32(&sack[2..]), si.wrapping_add(1 + 4000));
+        assert_eq!(be32(&sack[6..]), si.wrapping_add(1 + 5448));
+        assert_eq!(be32(&sack[18..]), si.wrapping_add(1 + 10000), "oldest block last");
+
+        // With TCP-INT (12) beside timestamps only the most recent block fits.
+        let (f, _) = frame_bytes(&ack(1000, 3, true)).unwrap();
+        assert_eq!(tcp_of(&f).len(), 56);
+        let opts = options(&f);
+        let sack = &opts.iter().find(|o| o.0 == 5).unwrap().1;
+        assert_eq!(sack.len(), 10);
+        assert_eq!(be32(&sack[2..]), si.wrapping_add(1 + 4000));
+        assert!(opts.iter().any(|o| o.0 == 0x72));
+    }
+
+    #[test]
+    fn oversized_payload_is_an_error() {
+        assert!(frame_bytes(&data(0, 65_535 - 64)).is_ok());
+        let e = frame_bytes(&data(0, 65_535 - 63)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn file_header_and_records_carry_nanoseconds_and_lengths() {
+        let le = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
+        let mut sink = PcapSink::new(Vec::new(), Snap::Headers).unwrap();
+        // 2.000000123 s and 456 ps: the picoseconds are truncated.
+        sink.record(Time(2_000_000_123_456), &data(0, 1448)).unwrap();
+        sink.record(Time::from_ns(7), &ack(1448, 0, false)).unwrap();
+        assert_eq!(sink.records(), 2);
+        let out = sink.finish().unwrap();
+
+        assert_eq!(le(&out[0..]), 0xa1b2_3c4d, "nanosecond magic");
+        assert_eq!(le(&out[20..]), 1, "link type Ethernet");
+        assert_eq!(le(&out[16..]), SNAPLEN);
+        let r = &out[24..];
+        assert_eq!((le(&r[0..]), le(&r[4..])), (2, 123));
+        assert_eq!(le(&r[8..]), 14 + 20 + 44, "incl_len: headers only");
+        assert_eq!(le(&r[12..]), 14 + 20 + 44 + 1448, "orig_len: the whole frame");
+        assert_eq!(&r[16..16 + 78], &frame_bytes(&data(0, 1448)).unwrap().0[..]);
+        let r = &r[16 + 78..];
+        assert_eq!((le(&r[0..]), le(&r[4..])), (0, 7));
+        assert_eq!((le(&r[8..]), le(&r[12..])), (66, 66));
+        assert_eq!(r.len(), 16 + 66);
+
+        let mut full = PcapSink::new(Vec::new(), Snap::Full).unwrap();
+        full.record(Time::ZERO, &data(0, 1448)).unwrap();
+        let out = full.finish().unwrap();
+        assert_eq!((le(&out[32..]), le(&out[36..])), (1526, 1526));
+        assert!(out[24 + 16 + 78..].iter().all(|&b| b == 0));
+        assert_eq!(out.len(), 24 + 16 + 1526);
+    }
+}
