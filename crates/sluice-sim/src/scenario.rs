@@ -247,6 +247,26 @@ pub struct OutputConfig {
     pub fct_buckets: Option<FctBuckets>,
     /// `telemetry.csv`: TCP-INT echoes per flow.
     pub telemetry: Option<TelemetrySampling>,
+    /// `trace.pcap`: packets leaving chosen ports, or of chosen flows.
+    pub pcap: Option<PcapCapture>,
+}
+
+/// `[output.pcap]`: capture packets as they start on the wire at `ports` (like `output.queues`)
+/// and every packet of `flows` at the hosts that send them, up to `max_packets`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapCapture {
+    /// Ports to capture, "sw0->h3", "sw0" or "h3".
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// Flow ids whose packets are captured at their sending host.
+    #[serde(default)]
+    pub flows: Vec<u32>,
+    /// Capture at most this many packets (default 1,000,000); later ones are counted, not kept.
+    pub max_packets: Option<u64>,
+    /// Write whole frames with their zero payload instead of headers only.
+    #[serde(default)]
+    pub full_frames: bool,
 }
 
 /// `[output.telemetry]`: a row per flow at most every `interval` (0: every echo), for `flows`
@@ -507,6 +527,8 @@ pub struct Prepared {
     pub telemetry: Option<(Time, Option<Vec<u32>>)>,
     /// TCP-INT configuration.
     pub int: IntRuntime,
+    /// Packet capture: per global port id whether it is captured, flows captured, limit.
+    pub capture: Option<crate::world::CaptureSpec>,
 }
 
 /// Validates everything that needs the topology and materializes the flows.
@@ -580,6 +602,32 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
     let names = crate::world::node_names(graph);
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
+    let capture = match &sc.output.pcap {
+        None => None,
+        Some(pc) => {
+            let total_ports: usize = graph.ports().iter().map(Vec::len).sum();
+            let mut ports = vec![false; total_ports];
+            for (i, spec) in pc.ports.iter().enumerate() {
+                let ps = crate::world::World::resolve_ports(&names, graph, spec)
+                    .map_err(|e| format!("output.pcap.ports[{i}]: {e} (expected \"sw0->sw1\", \"sw0\" or \"h3\")"))?;
+                for p in ps {
+                    ports[p as usize] = true;
+                }
+            }
+            if pc.ports.is_empty() && pc.flows.is_empty() {
+                return Err("output.pcap: name ports = [..] or flows = [..] to capture".into());
+            }
+            if pc.max_packets == Some(0) {
+                return Err("output.pcap.max_packets: expected at least 1".into());
+            }
+            Some(crate::world::CaptureSpec {
+                ports,
+                flows: pc.flows.clone(),
+                max_packets: pc.max_packets.unwrap_or(1_000_000),
+                full_frames: pc.full_frames,
+            })
+        }
+    };
     let (mut queue_ports, mut queue_interval) = (Vec::new(), Time::ZERO);
     if let Some(qs) = &sc.output.queues {
         if qs.interval == Time::ZERO {
@@ -620,6 +668,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         cwnd_interval,
         bucketing,
         int,
+        capture,
         telemetry: sc.output.telemetry.as_ref().map(|t| (t.interval, (!t.flows.is_empty()).then(|| t.flows.clone()))),
     })
 }

@@ -130,6 +130,35 @@ impl Counters {
     }
 }
 
+/// What to capture into `trace.pcap`.
+#[derive(Clone, Debug)]
+pub struct CaptureSpec {
+    /// Per global port id: capture every packet that starts on its wire.
+    pub ports: Vec<bool>,
+    /// Flows whose packets are captured at their sending host's NIC.
+    pub flows: Vec<u32>,
+    /// Keep at most this many packets.
+    pub max_packets: u64,
+    /// Whole frames rather than headers.
+    pub full_frames: bool,
+}
+
+/// Packets captured during the run, written to `trace.pcap` afterwards.
+#[derive(Debug, Default)]
+pub struct Capture {
+    /// Per global port id: captured.
+    ports: Vec<bool>,
+    /// Per flow id: captured at its hosts' NICs.
+    flows: Vec<bool>,
+    max_packets: u64,
+    /// Whole frames rather than headers.
+    pub full_frames: bool,
+    /// (time the packet started on the wire, the packet).
+    pub packets: Vec<(Time, Packet)>,
+    /// Packets past `max_packets`, not kept.
+    pub overflow: u64,
+}
+
 /// One queue-depth sample.
 #[derive(Clone, Copy, Debug)]
 pub struct QueueSample {
@@ -193,6 +222,7 @@ pub struct World {
     bucketing: crate::metrics::Bucketing,
     int: IntRuntime,
     telemetry: TelemetryLog,
+    capture: Option<Box<Capture>>,
 }
 
 /// A seeded generator for one purpose, independent of the others.
@@ -309,6 +339,16 @@ impl World {
             cwnd_interval: p.cwnd_interval,
             cwnd_samples: Vec::new(),
             bucketing: p.bucketing,
+            capture: p.capture.map(|c| {
+                let mut flows = Vec::new();
+                for &f in &c.flows {
+                    if flows.len() <= f as usize {
+                        flows.resize(f as usize + 1, false);
+                    }
+                    flows[f as usize] = true;
+                }
+                Box::new(Capture { ports: c.ports, flows, max_packets: c.max_packets, full_frames: c.full_frames, ..Capture::default() })
+            }),
             int: p.int,
             telemetry: match p.telemetry {
                 Some((interval, flows)) => TelemetryLog::new(interval, flows),
@@ -550,6 +590,17 @@ impl World {
 
     /// Starts serializing `pkt` on port `pid` now; it arrives after serialization plus delay.
     fn transmit(&mut self, pid: u32, pkt: Packet, now: Time) {
+        if let Some(cap) = self.capture.as_deref_mut() {
+            let at_host = matches!(self.roles[self.ports[pid as usize].node as usize], Role::Host(_));
+            let wanted = cap.ports[pid as usize] || (at_host && cap.flows.get(pkt.flow as usize).copied().unwrap_or(false));
+            if wanted {
+                if (cap.packets.len() as u64) < cap.max_packets {
+                    cap.packets.push((now, pkt));
+                } else {
+                    cap.overflow += 1;
+                }
+            }
+        }
         let port = &mut self.ports[pid as usize];
         let done = now + port.rate.tx_time(pkt.wire_bytes as u64);
         port.busy_until = done;
@@ -890,6 +941,10 @@ impl World {
     /// Window samples recorded.
     pub fn cwnd_samples(&self) -> &[CwndSample] {
         &self.cwnd_samples
+    }
+    /// Packets captured for `trace.pcap`, if the scenario asked.
+    pub fn capture(&self) -> Option<&Capture> {
+        self.capture.as_deref()
     }
     /// TCP-INT echoes received by senders.
     pub fn telemetry(&self) -> &TelemetryLog {

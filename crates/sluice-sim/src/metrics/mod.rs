@@ -84,6 +84,14 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("utilization.csv"))?);
     write_utilization_csv(world, &mut w)?;
     w.flush()?;
+    if let Some(cap) = world.capture() {
+        let snap = if cap.full_frames { pcap::Snap::Full } else { pcap::Snap::Headers };
+        let mut sink = pcap::PcapSink::create_with(dir.join("trace.pcap"), snap)?;
+        for (t, pkt) in &cap.packets {
+            sink.record(*t, pkt)?;
+        }
+        sink.finish()?;
+    }
     if !world.telemetry().rows().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("telemetry.csv"))?);
         world.telemetry().write_csv(&mut w)?;

@@ -115,6 +115,18 @@ pub struct Summary {
     /// Histograms of the TCP-INT echoes senders received, when any flow used TCP-INT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<super::telemetry::TelemetrySummary>,
+    /// Packets written to `trace.pcap`, and those past `max_packets` that were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcap: Option<PcapCounts>,
+}
+
+/// What the packet capture kept.
+#[derive(Clone, Debug, Serialize)]
+pub struct PcapCounts {
+    /// Packets in `trace.pcap`.
+    pub packets: u64,
+    /// Packets that matched after `max_packets` was reached.
+    pub not_kept: u64,
 }
 
 /// Request counts and latency of the requests `keep` selects by class index.
@@ -198,5 +210,6 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         data_packets: c.data_packets,
         utilization,
         telemetry: world.telemetry().summary(),
+        pcap: world.capture().map(|c| PcapCounts { packets: c.packets.len() as u64, not_kept: c.overflow }),
     }
 }
