@@ -137,7 +137,8 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
         out.push_str("</tbody></table>\n");
     }
     // Matrices of flat sub-objects, grouped by their key list, in order of first appearance.
-    let mut groups: Vec<(Vec<&String>, Vec<(&String, &Map<String, Value>)>)> = Vec::new();
+    type Rows<'a> = Vec<(&'a String, &'a Map<String, Value>)>;
+    let mut groups: Vec<(Vec<&String>, Rows)> = Vec::new();
     for (k, v) in obj.iter().filter(|(_, v)| is_flat(v)) {
         let o = v.as_object().expect("flat objects are objects");
         let keys: Vec<&String> = o.keys().collect();
@@ -307,7 +308,7 @@ mod tests {
         assert_eq!(out.matches("<table>").count(), 4, "{out}");
         assert!(out.contains("<tr><th>seed</th><td>7</td></tr>"), "{out}");
         assert!(out.contains("<td title=\"3000\">3.000 µs</td>"), "{out}");
-        assert!(out.contains("<tr><th>slowdown</th><td>1.500</td><td>2.500</td></tr>"), "{out}");
+        assert!(out.contains("<tr><th>slowdown</th><td title=\"1.5\">1.500</td><td title=\"2.5\">2.500</td></tr>"), "{out}");
         assert!(out.contains("<h3>classes</h3>") && out.contains("<h4>q</h4>"), "{out}");
         assert!(out.contains("<th>new_key</th>"), "{out}");
     }

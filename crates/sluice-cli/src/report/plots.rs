@@ -561,8 +561,9 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(n + 1)
+            // The busiest port on top: row i sits in segment n - 1 - i.
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => rows.get(*i as usize).map_or(String::new(), |r| r.0.clone()),
+                SegmentValue::CenterOf(j) if (0..n as i32).contains(j) => rows[n - 1 - *j as usize].0.clone(),
                 _ => String::new(),
             })
             .x_desc("utilization (% of line rate)")
@@ -571,9 +572,10 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
             .axis_desc_style((FONT_NAME, 16))
             .light_line_style(RGBColor(238, 238, 238))
             .draw()?;
+        let seg = |i: usize| (n - 1 - i) as i32;
         chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
             let mut bar = Rectangle::new(
-                [(0.0, SegmentValue::Exact(i as i32)), (r.1 * 100.0, SegmentValue::Exact(i as i32 + 1))],
+                [(0.0, SegmentValue::Exact(seg(i))), (r.1 * 100.0, SegmentValue::Exact(seg(i) + 1))],
                 color(0).filled(),
             );
             bar.set_margin(3, 3, 0, 0);
@@ -582,7 +584,7 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
         chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
             Text::new(
                 format!("{:.1}%", r.1 * 100.0),
-                (r.1 * 100.0 + xmax * 0.01, SegmentValue::CenterOf(i as i32)),
+                (r.1 * 100.0 + xmax * 0.01, SegmentValue::CenterOf(seg(i))),
                 (FONT_NAME, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
             )
         }))?;
