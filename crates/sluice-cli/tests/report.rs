@@ -93,7 +93,10 @@ fn quickstart_report_has_the_summary_figures_and_decodable_plots() {
     let s = summary(dir.path());
 
     let p99 = s["fct_ns"]["p99"].as_f64().unwrap();
-    assert!(html.contains(&format!("<td title=\"{}\">{}</td>", s["fct_ns"]["p99"], time_text(p99))), "FCT p99 {p99} not rendered");
+    assert!(
+        html.contains(&format!("<td title=\"{}\">{}</td>", s["fct_ns"]["p99"], time_text(p99))),
+        "FCT p99 {p99} not rendered"
+    );
     let p50 = s["fct_ns"]["p50"].as_f64().unwrap();
     assert!(html.contains(&time_text(p50)), "FCT p50 {p50} not rendered as {}", time_text(p50));
     assert!(html.contains(&format!("<tr><th>events</th><td>{}</td></tr>", s["events"])));
@@ -101,7 +104,10 @@ fn quickstart_report_has_the_summary_figures_and_decodable_plots() {
     assert!(html.contains("<h3>classes</h3>") && html.contains("<h4>default</h4>"));
     assert!(html.contains("<td class=\"text\">dctcp</td>"));
     // The flows table: 400 flows in class default, all finished.
-    assert!(html.contains("<tr><th>default</th><td class=\"text\">dctcp</td><td>400</td><td>400</td><td>0</td>"), "flows table");
+    assert!(
+        html.contains("<tr><th>default</th><td class=\"text\">dctcp</td><td>400</td><td>400</td><td>0</td>"),
+        "flows table"
+    );
 
     // Self-contained: no external references, every figure embedded and also written beside it.
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http") && !html.contains("<link"));
@@ -142,7 +148,8 @@ fn dctcp_report_plots_queue_and_cwnd_and_says_why_fct_plots_are_missing() {
     assert!(html.contains(&time_text(summary(dir.path())["sim_time_ns"].as_f64().unwrap())));
 }
 
-const FLOWS_HEADER: &str = "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts";
+const FLOWS_HEADER: &str =
+    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts";
 
 #[test]
 fn future_series_and_extra_columns_are_plotted() {
@@ -154,7 +161,12 @@ fn future_series_and_extra_columns_are_plotted() {
         let fct = 10_000.0 + size as f64 * 0.1 * (1.0 + (i % 5) as f64);
         let ideal = 10_000.0 + size as f64 * 0.1;
         let class = if i % 2 == 0 { "query" } else { "bulk" };
-        flows += &format!("{i},{},{},{class},dctcp,{size},0,{fct},{fct},{ideal},{:.4},0,0,yes\n", i % 4, 4 + i % 4, fct / ideal);
+        flows += &format!(
+            "{i},{},{},{class},dctcp,{size},0,{fct},{fct},{ideal},{:.4},0,0,yes\n",
+            i % 4,
+            4 + i % 4,
+            fct / ideal
+        );
     }
     flows += "200,0,4,query,dctcp,5000,0,,,,,3,1,no\n";
     std::fs::write(p.join("flows.csv"), flows).unwrap();
@@ -167,7 +179,14 @@ fn future_series_and_extra_columns_are_plotted() {
     for i in 0..500 {
         for f in 0..2 {
             let x = (i as f64 / 40.0 + f as f64).sin();
-            tel += &format!("{},{f},{},{},{},{},,{f}\n", i * 1000, 20_000.0 + 5_000.0 * x, 60_000.0 + 10_000.0 * x, 0.5 + 0.4 * x, 30_000.0 * (1.0 + x));
+            tel += &format!(
+                "{},{f},{},{},{},{},,{f}\n",
+                i * 1000,
+                20_000.0 + 5_000.0 * x,
+                60_000.0 + 10_000.0 * x,
+                0.5 + 0.4 * x,
+                30_000.0 * (1.0 + x)
+            );
         }
     }
     std::fs::write(p.join("telemetry.csv"), tel).unwrap();
@@ -179,14 +198,20 @@ fn future_series_and_extra_columns_are_plotted() {
         check_png(&std::fs::read(p.join(file)).unwrap(), file);
     }
     // Utilization bars are capped: 40 ports, 30 drawn.
-    assert!(html.contains("of 40 ports, from utilization.csv. The 30 busiest are drawn; the other 10"), "utilization caption");
+    assert!(
+        html.contains("of 40 ports, from utilization.csv. The 30 busiest are drawn; the other 10"),
+        "utilization caption"
+    );
     let (_, h) = check_png(&std::fs::read(p.join("utilization.png")).unwrap(), "utilization.png");
     assert!(h > 540, "one row per bar: {h}");
     // Telemetry: four signals recorded (path latency empty), one panel each.
     let (_, h) = check_png(&std::fs::read(p.join("telemetry.png")).unwrap(), "telemetry.png");
     assert_eq!(h, 4 * 300);
     assert!(html.contains("quarter-decade size buckets computed from flows.csv"));
-    assert!(html.contains("<tr><th>query</th><td class=\"text\">dctcp</td><td>101</td><td>100</td><td>1</td>"), "flows table");
+    assert!(
+        html.contains("<tr><th>query</th><td class=\"text\">dctcp</td><td>101</td><td>100</td><td>1</td>"),
+        "flows table"
+    );
     assert!(html.contains("<p>summary.json was not recorded.</p>"));
 
     // With fct_buckets.csv the slowdown plot uses it instead of flows.csv.
@@ -229,7 +254,11 @@ fn malformed_flows_line_names_file_line_and_column() {
     let err = report_err(dir.path());
     assert!(err.contains("flows.csv: line 5: expected 13 comma-separated fields like the header, found 8"), "{err}");
 
-    replace_line(&flows, 1, "id,src,dst,class,size_bytes,cc,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts");
+    replace_line(
+        &flows,
+        1,
+        "id,src,dst,class,size_bytes,cc,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts",
+    );
     let err = report_err(dir.path());
     assert!(err.contains("flows.csv: line 1: expected the header `id,src,dst,class,cc,size_bytes,"), "{err}");
 }
@@ -244,12 +273,18 @@ fn malformed_summary_and_series_name_the_file() {
 
     std::fs::write(dir.path().join("summary.json"), "[1, 2]").unwrap();
     let err = report_err(dir.path());
-    assert!(err.contains("summary.json: line 1: expected a JSON object as written by `sluice run`, found an array"), "{err}");
+    assert!(
+        err.contains("summary.json: line 1: expected a JSON object as written by `sluice run`, found an array"),
+        "{err}"
+    );
 
     std::fs::remove_file(dir.path().join("summary.json")).unwrap();
     std::fs::write(dir.path().join("cwnd.csv"), "t_ns,flow,cwnd\n0,0,14480\n").unwrap();
     let err = report_err(dir.path());
-    assert!(err.contains("cwnd.csv: line 1: missing column `cwnd_bytes`; expected the header `t_ns,flow,cwnd_bytes`"), "{err}");
+    assert!(
+        err.contains("cwnd.csv: line 1: missing column `cwnd_bytes`; expected the header `t_ns,flow,cwnd_bytes`"),
+        "{err}"
+    );
 
     std::fs::write(dir.path().join("cwnd.csv"), "").unwrap();
     let err = report_err(dir.path());

@@ -159,11 +159,12 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
         for (name, o) in rows {
             let _ = write!(out, "<tr><th>{}</th>", esc(name));
             for k in &keys {
-                let unit_key = if k.ends_with("_ns") || k.ends_with("_bps") || k.ends_with("_bytes") || k.ends_with("_s") {
-                    k.as_str()
-                } else {
-                    name.as_str()
-                };
+                let unit_key =
+                    if k.ends_with("_ns") || k.ends_with("_bps") || k.ends_with("_bytes") || k.ends_with("_s") {
+                        k.as_str()
+                    } else {
+                        name.as_str()
+                    };
                 out.push_str(&cell(unit_key, &o[k.as_str()]));
             }
             out.push_str("</tr>\n");
@@ -204,7 +205,8 @@ fn flows_table(out: &mut String, flows: &[Flow]) {
          <th>bytes (sized flows)</th><th>retransmits</th><th>timeouts</th></tr></thead><tbody>\n",
     );
     for (class, r) in rows {
-        let bytes = serde_json::Number::from_f64(r.sized_bytes).map_or("—".into(), |n| format_number("size_bytes", &n));
+        let bytes =
+            serde_json::Number::from_f64(r.sized_bytes).map_or("—".into(), |n| format_number("size_bytes", &n));
         let _ = writeln!(
             out,
             "<tr><th>{}</th><td class=\"text\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -308,7 +310,10 @@ mod tests {
         assert_eq!(out.matches("<table>").count(), 4, "{out}");
         assert!(out.contains("<tr><th>seed</th><td>7</td></tr>"), "{out}");
         assert!(out.contains("<td title=\"3000\">3.000 µs</td>"), "{out}");
-        assert!(out.contains("<tr><th>slowdown</th><td title=\"1.5\">1.500</td><td title=\"2.5\">2.500</td></tr>"), "{out}");
+        assert!(
+            out.contains("<tr><th>slowdown</th><td title=\"1.5\">1.500</td><td title=\"2.5\">2.500</td></tr>"),
+            "{out}"
+        );
         assert!(out.contains("<h3>classes</h3>") && out.contains("<h4>q</h4>"), "{out}");
         assert!(out.contains("<th>new_key</th>"), "{out}");
     }

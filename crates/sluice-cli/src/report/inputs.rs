@@ -142,7 +142,12 @@ const FLOWS: Spec = Spec {
 
 const QUEUES: Spec = Spec {
     file: "queues.csv",
-    columns: &[("t_ns", NUM_NS), ("node", "a node name"), ("port", "a port number"), ("bytes", "a queue depth in bytes (a number)")],
+    columns: &[
+        ("t_ns", NUM_NS),
+        ("node", "a node name"),
+        ("port", "a port number"),
+        ("bytes", "a queue depth in bytes (a number)"),
+    ],
     exact_prefix: false,
 };
 
@@ -205,7 +210,10 @@ impl Inputs {
     /// Reads every known file in `dir`; absent files are `None`, malformed ones are errors.
     pub fn load(dir: &Path) -> Result<Inputs> {
         if !dir.is_dir() {
-            bail!("{}: no such directory; expected the output directory of `sluice run SCENARIO --out DIR`", dir.display());
+            bail!(
+                "{}: no such directory; expected the output directory of `sluice run SCENARIO --out DIR`",
+                dir.display()
+            );
         }
         let inputs = Inputs {
             dir: dir.to_path_buf(),
@@ -257,7 +265,11 @@ fn read_summary(dir: &Path) -> Result<Option<serde_json::Value>> {
         )
     })?;
     if !value.is_object() {
-        bail!("{}: line 1: expected a JSON object as written by `sluice run`, found {}", path.display(), kind_of(&value));
+        bail!(
+            "{}: line 1: expected a JSON object as written by `sluice run`, found {}",
+            path.display(),
+            kind_of(&value)
+        );
     }
     Ok(Some(value))
 }
@@ -348,7 +360,9 @@ fn record_error(path: &Path, e: csv::Error) -> anyhow::Error {
     match e.kind() {
         csv::ErrorKind::UnequalLengths { pos, expected_len, len } => {
             let line = pos.as_ref().map_or(0, |p| p.line());
-            anyhow::anyhow!("{shown}: line {line}: expected {expected_len} comma-separated fields like the header, found {len}")
+            anyhow::anyhow!(
+                "{shown}: line {line}: expected {expected_len} comma-separated fields like the header, found {len}"
+            )
         }
         csv::ErrorKind::Utf8 { pos, .. } => {
             let line = pos.as_ref().map_or(0, |p| p.line());

@@ -104,7 +104,11 @@ fn bytes_label(v: f64) -> String {
 fn tick(v: &f64) -> String {
     let s = format!("{v:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" { "0".into() } else { s.into() }
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
 }
 
 /// Draws every figure the inputs allow; `notes` collects why an expected figure is missing.
@@ -161,7 +165,9 @@ fn render(
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
         let drawn = root.fill(&WHITE).map_err(Box::<dyn Error>::from).and_then(|_| draw(&root));
-        drawn.and_then(|_| root.present().map_err(Box::<dyn Error>::from)).map_err(|e| anyhow!("drawing {file}: {e}"))?;
+        drawn
+            .and_then(|_| root.present().map_err(Box::<dyn Error>::from))
+            .map_err(|e| anyhow!("drawing {file}: {e}"))?;
     }
     Ok(Figure { file, title, caption, png: encode_png(&rgb, w, h)? })
 }
@@ -282,8 +288,9 @@ fn slowdown_vs_size(buckets: &[Bucket], source: &str) -> Result<Figure> {
             let mut band: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
             band.extend(bs.iter().rev().map(|b| (b.x, b.p99)));
             chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.2).filled())))?;
-            chart
-                .draw_series(bs.windows(2).map(|w| PathElement::new(vec![(w[0].x, w[0].p99), (w[1].x, w[1].p99)], c.mix(0.5))))?;
+            chart.draw_series(
+                bs.windows(2).map(|w| PathElement::new(vec![(w[0].x, w[0].p99), (w[1].x, w[1].p99)], c.mix(0.5))),
+            )?;
             let p50: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
             chart.draw_series(p50.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
             chart
@@ -312,7 +319,8 @@ fn legend<'a, X: Ranged, Y: Ranged>(chart: &mut ChartContext<'a, BitMapBackend<'
 }
 
 fn fct_cdf(flows: &[Flow]) -> Result<Option<Figure>> {
-    let classes = by_class(flows.iter().filter_map(|f| Some((f.class.clone(), f.fct_ns.filter(|v| v.is_finite() && *v > 0.0)?))));
+    let classes =
+        by_class(flows.iter().filter_map(|f| Some((f.class.clone(), f.fct_ns.filter(|v| v.is_finite() && *v > 0.0)?))));
     if classes.is_empty() {
         return Ok(None);
     }
@@ -321,15 +329,20 @@ fn fct_cdf(flows: &[Flow]) -> Result<Option<Figure>> {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let step = n.div_ceil(MAX_POINTS).max(1);
-        let mut pts: Vec<(f64, f64)> =
-            v.iter().enumerate().filter(|(i, _)| i % step == 0 || *i == n - 1).map(|(i, x)| (*x, (i + 1) as f64 / n as f64)).collect();
+        let mut pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % step == 0 || *i == n - 1)
+            .map(|(i, x)| (*x, (i + 1) as f64 / n as f64))
+            .collect();
         pts.insert(0, (v[0], 0.0));
         curves.push((format!("{class} ({n} flows)"), pts));
     }
     let lo = curves.iter().map(|(_, p)| p[0].0).fold(f64::INFINITY, f64::min);
     let hi = curves.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(0.0, f64::max);
     let u = time_unit(hi);
-    let caption = "Cumulative distribution of flow completion times of finished flows, per class (log time axis).".to_string();
+    let caption =
+        "Cumulative distribution of flow completion times of finished flows, per class (log time axis).".to_string();
     render("fct_cdf.png", "FCT CDF per class".into(), caption, (WIDTH, HEIGHT), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption("Flow completion time CDF", (FONT_NAME, 22))
@@ -430,7 +443,11 @@ fn cap_series(mut groups: Vec<(String, Vec<(f64, f64)>)>, what: &str) -> (Vec<Se
             }
         }
         let n = series.len();
-        series.push(Series { label: format!("max of {} others", total - n), color: OTHERS, points: decimate(&folded, MAX_POINTS) });
+        series.push(Series {
+            label: format!("max of {} others", total - n),
+            color: OTHERS,
+            points: decimate(&folded, MAX_POINTS),
+        });
     }
     (series, note)
 }
@@ -537,7 +554,8 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
     }
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
     let total = rows.len();
-    let mut caption = format!("Utilization (bytes sent / line rate × run time) of {total} ports, from utilization.csv.");
+    let mut caption =
+        format!("Utilization (bytes sent / line rate × run time) of {total} ports, from utilization.csv.");
     if total > MAX_BARS {
         let shown_min = rows[MAX_BARS - 1].1;
         rows.truncate(MAX_BARS);
@@ -630,7 +648,8 @@ fn telemetry(samples: &[TelemetrySample]) -> Result<Option<Figure>> {
     if panels.is_empty() {
         return Ok(None);
     }
-    let caption = format!("TCP-INT telemetry as senders saw it, from telemetry.csv, one panel per signal. {}", notes.join(" "));
+    let caption =
+        format!("TCP-INT telemetry as senders saw it, from telemetry.csv, one panel per signal. {}", notes.join(" "));
     let height = 300 * panels.len() as u32;
     render("telemetry.png", "Telemetry over time".into(), caption, (WIDTH, height), |root| {
         let areas = root.split_evenly((panels.len(), 1));
@@ -648,7 +667,8 @@ mod tests {
 
     #[test]
     fn decimate_keeps_peaks_and_bounds_length() {
-        let pts: Vec<(f64, f64)> = (0..100_000).map(|i| (i as f64, if i == 54_321 { 1e6 } else { (i % 7) as f64 })).collect();
+        let pts: Vec<(f64, f64)> =
+            (0..100_000).map(|i| (i as f64, if i == 54_321 { 1e6 } else { (i % 7) as f64 })).collect();
         let d = decimate(&pts, 2000);
         assert!(d.len() <= 2000, "{}", d.len());
         assert!(d.contains(&(54_321.0, 1e6)));
@@ -678,7 +698,10 @@ mod tests {
         assert_eq!(time_unit(1_601_820.0).name, "ms");
         assert_eq!(byte_unit(99_970.0).name, "KB");
         assert_eq!(bytes_label(10_000.0), "10 KB");
-        assert_eq!((tick(&300.0), tick(&2.5), tick(&0.05), tick(&-0.0)), ("300".into(), "2.5".into(), "0.05".into(), "0".into()));
+        assert_eq!(
+            (tick(&300.0), tick(&2.5), tick(&0.05), tick(&-0.0)),
+            ("300".into(), "2.5".into(), "0.05".into(), "0".into())
+        );
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.0);
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.99), 4.0);
     }
