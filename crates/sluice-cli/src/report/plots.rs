@@ -129,25 +129,25 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
     if let Some(q) = &inputs.queues {
         match queue_depth(q)? {
             Some(f) => figures.push(f),
-            None => notes.push("queues.csv has no samples: queue depth not drawn.".into()),
+            None => notes.push("queues.csv has no plottable samples: queue depth not drawn.".into()),
         }
     }
     if let Some(c) = &inputs.cwnd {
         match cwnd(c)? {
             Some(f) => figures.push(f),
-            None => notes.push("cwnd.csv has no samples: cwnd not drawn.".into()),
+            None => notes.push("cwnd.csv has no plottable samples: cwnd not drawn.".into()),
         }
     }
     if let Some(u) = &inputs.utilization {
         match utilization(u)? {
             Some(f) => figures.push(f),
-            None => notes.push("utilization.csv has no ports: utilization not drawn.".into()),
+            None => notes.push("utilization.csv has no plottable ports: utilization not drawn.".into()),
         }
     }
     if let Some(t) = &inputs.telemetry {
         match telemetry(t)? {
             Some(f) => figures.push(f),
-            None => notes.push("telemetry.csv has no samples: telemetry not drawn.".into()),
+            None => notes.push("telemetry.csv has no plottable samples: telemetry not drawn.".into()),
         }
     }
     Ok(figures)
@@ -574,11 +574,13 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
             .margin(14)
             .x_label_area_size(45)
             .y_label_area_size(130)
-            .build_cartesian_2d(0.0..xmax, (0..n as i32).into_segmented())?;
+            // An integer range includes its end: 0..n - 1 gives the n segments 0, …, n - 1 (one spare
+            // segment when n = 1, since plotters needs a non-empty range).
+            .build_cartesian_2d(0.0..xmax, (0..(n as i32 - 1).max(1)).into_segmented())?;
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .y_labels(n + 1)
+            .y_labels(n)
             // The busiest port on top: row i sits in segment n - 1 - i.
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(j) if (0..n as i32).contains(j) => rows[n - 1 - *j as usize].0.clone(),
