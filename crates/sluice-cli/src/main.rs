@@ -1,5 +1,7 @@
 //! The `sluice` command: run, check and list.
 
+mod report;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -47,6 +49,11 @@ enum Command {
     },
     /// List congestion-control algorithms with their parameters, topologies and workloads.
     List,
+    /// Plot a run's output directory and write report.html (with the plots embedded) into it.
+    Report {
+        /// The directory `sluice run --out` wrote.
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,6 +70,7 @@ fn main() -> ExitCode {
             list();
             Ok(())
         }
+        Command::Report { dir } => report::run(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,25 @@
+//! `sluice report DIR`: PNG plots and a self-contained report.html from a run's output directory.
+
+mod html;
+mod inputs;
+mod plots;
+
+use anyhow::{Context, Result};
+use std::path::Path;
+
+/// Reads the outputs in `dir`, writes one PNG per figure and report.html beside them, and prints
+/// where the report is.
+pub fn run(dir: &Path) -> Result<()> {
+    let inputs = inputs::Inputs::load(dir)?;
+    let mut notes = Vec::new();
+    let figures = plots::draw_all(&inputs, &mut notes)?;
+    for f in &figures {
+        let path = dir.join(f.file);
+        std::fs::write(&path, &f.png).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    let page = html::render(&inputs, &figures, &notes);
+    let path = dir.join("report.html");
+    std::fs::write(&path, page).with_context(|| format!("{}: cannot write", path.display()))?;
+    println!("{} ({} plots)", path.display(), figures.len());
+    Ok(())
+}
