@@ -637,7 +637,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         for (i, spec) in qs.ports.iter().enumerate() {
             let ps = crate::world::World::resolve_ports(&names, graph, spec)
                 .map_err(|e| format!("output.queues.ports[{i}]: {e} (expected \"sw0->sw1\", \"sw0\" or \"h3\")"))?;
-            queue_ports.extend(ps);
+            // A port named twice ("sw0->h0" and "sw0") is sampled once.
+            queue_ports.extend(ps.into_iter().filter(|p| !queue_ports.contains(p)).collect::<Vec<_>>());
         }
     }
     let (mut cwnd_flows, mut cwnd_interval) = (None, Time::ZERO);
