@@ -42,6 +42,17 @@ pub struct AckSignals {
     pub path_hops: Option<u8>,
     /// The TCP-INT echo this ACK carried, decoded; `None` when the peer or path gave none.
     pub int: Option<IntEcho>,
+    /// Bytes delivered (cumulatively acked or SACKed) over the flow's life, after this ACK.
+    pub delivered: u64,
+    /// Delivery rate of payload bytes measured by this ACK (Linux `tcp_rate.c`); `None` when
+    /// the ACK delivered nothing or its interval was too short to trust.
+    pub delivery_rate: Option<Rate>,
+    /// `delivered` when the most recently sent segment this ACK delivered was sent; a round
+    /// trip has passed once it reaches the `delivered` recorded at the round's start.
+    pub prior_delivered: u64,
+    /// The rate sample came from data sent while the flow had nothing more to send, so it may
+    /// understate what the path carries.
+    pub is_app_limited: bool,
 }
 
 /// A decoded TCP-INT echo: what the path's most congested hop reported, and the path latency.

@@ -5,7 +5,9 @@ use super::sack::RangeSet;
 use super::TcpConfig;
 use crate::cc::EcnMode;
 use crate::event::TimerSlot;
-use crate::packet::{flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER};
+use crate::packet::{
+    flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER,
+};
 use crate::time::Time;
 
 /// What the receiver wants done after a segment.
@@ -37,6 +39,8 @@ pub struct Receiver {
     /// The delayed-ACK timer.
     pub delack_timer: TimerSlot,
     ts_recent: Time,
+    /// Switch hops the last data segment crossed, echoed on ACKs (Swift scales its target by it).
+    hops: Option<u8>,
     /// A FIN has been received.
     pub fin_received: bool,
 }
@@ -57,6 +61,7 @@ impl Receiver {
             delayed_ack_segments: cfg.delayed_ack_segments,
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
+            hops: None,
             fin_received: false,
         }
     }
@@ -85,6 +90,7 @@ impl Receiver {
         if pkt.has(flags::FIN) {
             self.fin_received = true;
         }
+        self.hops = Some(INITIAL_TTL.saturating_sub(pkt.ttl));
 
         let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
         let in_order = start <= self.rcv_nxt && end > self.rcv_nxt;
@@ -128,6 +134,7 @@ impl Receiver {
             ttl: 64,
             prio: data.prio,
             ts_echo: self.ts_recent,
+            hops_echo: self.hops,
             ..Packet::default()
         };
         let ece = match self.ecn_mode {
@@ -220,6 +227,15 @@ mod tests {
         let a = r.build_ack(&data(100, 100, Ecn::Ce));
         assert!(a.has(flags::ECE));
         assert_eq!(a.ack, 200);
+    }
+
+    #[test]
+    fn echoes_the_hops_the_data_crossed() {
+        let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Off);
+        assert_eq!(r.build_ack(&data(0, 0, Ecn::NotEct)).hops_echo, None);
+        let seg = Packet { ttl: INITIAL_TTL - 3, ..data(0, 100, Ecn::NotEct) };
+        r.on_segment(&seg, Time(1));
+        assert_eq!(r.build_ack(&seg).hops_echo, Some(3));
     }
 
     #[test]
