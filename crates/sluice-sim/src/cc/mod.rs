@@ -5,10 +5,12 @@ pub use crate::packet::tcp_int::IntReading;
 use crate::time::{Rate, Time};
 use std::sync::Arc;
 
+mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
 
+pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
 pub use newreno::NewReno;
@@ -179,6 +181,13 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window",
         params: dctcp::PARAMS,
         build: dctcp::factory,
+    },
+    AlgorithmInfo {
+        name: "bbr",
+        aliases: &[],
+        summary: "BBR v1 (Linux tcp_bbr.c): paced at a max-filtered delivery rate, window 2 BDP",
+        params: bbr::PARAMS,
+        build: bbr::factory,
     },
 ];
 
