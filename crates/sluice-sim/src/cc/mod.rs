@@ -9,11 +9,13 @@ mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
+mod swift;
 
 pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
 pub use newreno::NewReno;
+pub use swift::Swift;
 
 /// Everything one ACK tells the sender, gathered by the transport's signal block.
 #[derive(Clone, Debug, Default)]
@@ -188,6 +190,13 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "BBR v1 (Linux tcp_bbr.c): paced at a max-filtered delivery rate, window 2 BDP",
         params: bbr::PARAMS,
         build: bbr::factory,
+    },
+    AlgorithmInfo {
+        name: "swift",
+        aliases: &[],
+        summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
+        params: swift::PARAMS,
+        build: swift::factory,
     },
 ];
 
