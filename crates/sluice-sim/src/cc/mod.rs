@@ -8,12 +8,14 @@ use std::sync::Arc;
 mod bbr;
 mod cubic;
 mod dctcp;
+mod example_aimd;
 mod newreno;
 mod swift;
 
 pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
+pub use example_aimd::ExampleAimd;
 pub use newreno::NewReno;
 pub use swift::Swift;
 
@@ -197,6 +199,13 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
         params: swift::PARAMS,
         build: swift::factory,
+    },
+    AlgorithmInfo {
+        name: "example_aimd",
+        aliases: &[],
+        summary: "the worked example of docs/writing-a-cc.md: AIMD without slow start",
+        params: example_aimd::PARAMS,
+        build: example_aimd::factory,
     },
 ];
 
