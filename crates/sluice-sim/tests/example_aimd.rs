@@ -78,7 +78,11 @@ fn example_aimd_grows_linearly_and_cuts_by_its_decrease_factor() {
     let sender = &world.flows()[0].sender;
     let (w0, w1) = (10.0 * MSS, sender.win.cwnd as f64);
     let increase = (w1 * w1 - w0 * w0) / (2.0 * MSS * sender.una as f64);
-    println!("with increase = 4: window {:.1} segments after {} bytes acked: increase {increase:.3}", w1 / MSS, sender.una);
+    println!(
+        "with increase = 4: window {:.1} segments after {} bytes acked: increase {increase:.3}",
+        w1 / MSS,
+        sender.una
+    );
     assert!((increase - 4.0).abs() <= 0.02 * 4.0, "measured increase {increase:.3}, expected 4 (2%)");
     assert!(world.cwnd_samples().windows(2).all(|w| w[1].cwnd >= w[0].cwnd), "no cut in 2 ms");
 }
@@ -88,8 +92,15 @@ fn the_guide_shows_the_example_exactly_as_it_is() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("../../docs/writing-a-cc.md")).unwrap();
     let src = std::fs::read_to_string(root.join("src/cc/example_aimd.rs")).unwrap();
-    assert!(doc.contains(&format!("```rust\n{src}```")), "docs/writing-a-cc.md is out of date with src/cc/example_aimd.rs");
+    assert!(
+        doc.contains(&format!("```rust\n{src}```")),
+        "docs/writing-a-cc.md is out of date with src/cc/example_aimd.rs"
+    );
     let registry = std::fs::read_to_string(root.join("src/cc/mod.rs")).unwrap();
-    let entry = doc.split("    AlgorithmInfo {\n        name: \"example_aimd\"").nth(1).and_then(|s| s.split("    },").next()).unwrap();
+    let entry = doc
+        .split("    AlgorithmInfo {\n        name: \"example_aimd\"")
+        .nth(1)
+        .and_then(|s| s.split("    },").next())
+        .unwrap();
     assert!(registry.contains(entry), "the guide's registry entry differs from cc/mod.rs");
 }

@@ -1,6 +1,6 @@
 //! Swift holding fabric delay at its target. Four long flows share one 10 Gb/s port of a star
-//! (one switch hop); flow scaling is off so every flow has the same target, base_target + 1 hop
-//! * hop_scale = 20 + 5 = 25 us (Kumar et al., SIGCOMM 2020, section 3.5). Delay-based AIMD
+//! (one switch hop); flow scaling is off so every flow has the same target, base_target +
+//! hop_scale per hop = 20 + 5 = 25 us (Kumar et al., SIGCOMM 2020, section 3.5). Delay-based AIMD
 //! oscillates around the target: the test asks for the mean RTT within 10% of it, >= 95%
 //! utilization, and each flow's first cut within one RTT of the delay first exceeding it.
 //! The hop count reaches Swift through the receiver's echo: without it the target would be 20 us.

@@ -106,16 +106,13 @@ impl RateSampler {
 
     /// Counts the segments lying wholly in the newly SACKed range `[start, end)`.
     pub fn on_sacked(&mut self, start: u64, end: u64, now: Time) {
-        let first = self.segs.partition_point(|r| r.end <= start);
-        let mut newly = Vec::new();
-        for r in self.segs.range_mut(first..).take_while(|r| r.seq < end) {
+        let mut i = self.segs.partition_point(|r| r.end <= start);
+        while let Some(r) = self.segs.get(i).copied().filter(|r| r.seq < end) {
             if !r.acked && r.seq >= start && r.end <= end {
-                r.acked = true;
-                newly.push(*r);
+                self.segs[i].acked = true;
+                self.deliver(&r, now);
             }
-        }
-        for r in newly {
-            self.deliver(&r, now);
+            i += 1;
         }
     }
 
