@@ -16,7 +16,7 @@ use crate::net::topology::{Graph, NodeKind};
 use crate::packet::{flags, Ecn, Packet, ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
 use crate::scenario::LoadedScenario;
 use crate::time::{Rate, Time};
-use crate::transport::tcp::{AckPlan, Receiver, Segment, Sender, TcpConfig};
+use crate::transport::tcp::{AckPlan, Phase, Receiver, Segment, Sender, TcpConfig};
 use crate::workload::app::{App, AppIo, Request};
 use crate::workload::FlowSpec;
 use rand::{Rng, SeedableRng};
@@ -37,6 +37,8 @@ enum Event {
     DelayedAck(u32, u32),
     /// A host's pacer allows a flow to send again.
     NicWake(u32),
+    /// A flow's congestion controller asked for a periodic `on_tick`.
+    CcTick(u32),
     /// Record queue depths.
     SampleQueues,
     /// Record congestion windows.
@@ -486,6 +488,7 @@ impl World {
             Event::FlowStart(f) => self.on_flow_start(f, now),
             Event::Rto(f, gen) => self.on_rto(f, gen, now),
             Event::DelayedAck(f, gen) => self.on_delayed_ack(f, gen, now),
+            Event::CcTick(f) => self.on_cc_tick(f, now),
             Event::End => {
                 self.stopped = true;
                 // Not an event of the network: keep the count to the simulation's own work.
@@ -848,6 +851,23 @@ impl World {
             }
         }
         self.activate(f, now);
+        if let Some(iv) = self.flows[f as usize].sender.cc.tick_interval() {
+            self.q.push(now + iv, Event::CcTick(f));
+        }
+    }
+
+    /// Runs the algorithm's timer, re-arms it while the flow lasts, and lets the flow send if
+    /// the tick opened the window.
+    fn on_cc_tick(&mut self, f: u32, now: Time) {
+        let sender = &mut self.flows[f as usize].sender;
+        if sender.phase == Phase::Done {
+            return;
+        }
+        sender.cc.on_tick(now, &mut sender.win);
+        if let Some(iv) = sender.cc.tick_interval() {
+            self.q.push(now + iv, Event::CcTick(f));
+        }
+        self.activate(f, now);
     }
 
     /// Carries out what an application asked for: new flows, timers, completed requests.
@@ -1059,4 +1079,60 @@ pub fn node_names(graph: &Graph) -> Vec<String> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::{AckSignals, CongestionControl, CongestionEvent, Window};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// Opens the window by one segment per 100 us tick and never on ACKs.
+    struct Ticker(Arc<AtomicU64>);
+
+    impl CongestionControl for Ticker {
+        fn name(&self) -> &'static str {
+            "ticker"
+        }
+        fn on_ack(&mut self, _: &AckSignals, _: &mut Window) {}
+        fn on_congestion(&mut self, _: CongestionEvent, _: Time, _: &mut Window) {}
+        fn on_tick(&mut self, _: Time, win: &mut Window) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            win.cwnd += win.mss;
+        }
+        fn tick_interval(&self) -> Option<Time> {
+            Some(Time::from_us(100))
+        }
+    }
+
+    #[test]
+    fn ticks_run_at_the_asked_interval_and_let_the_flow_send() {
+        let text = r#"
+[sim]
+duration = "1ms"
+[topology]
+kind = "star"
+hosts = 2
+host_rate = "10Gbps"
+host_delay = "300us"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 1
+"#;
+        let loaded = crate::scenario::parse(text, "t.toml", std::path::Path::new("."), &[]).unwrap();
+        let mut world = World::build(&loaded).unwrap();
+        let ticks = Arc::new(AtomicU64::new(0));
+        world.flows[0].sender.cc = Box::new(Ticker(ticks.clone()));
+        world.run(&mut |_| {});
+        // Ticks at 100, 200, ..., 900 us; the one at 1 ms comes after the end.
+        assert_eq!(ticks.load(Ordering::Relaxed), 9);
+        let s = &world.flows[0].sender;
+        let mss = world.tcp.mss();
+        assert_eq!(s.win.cwnd, 19 * mss);
+        // The round trip (1.2 ms) outlasts the run: only the ticks let more than the initial
+        // window out.
+        assert_eq!(s.in_flight(), 19 * mss, "each tick's segment went out");
+    }
 }

@@ -5,17 +5,23 @@ pub use crate::packet::tcp_int::IntReading;
 use crate::time::{Rate, Time};
 use std::sync::Arc;
 
+mod bbr;
 mod cubic;
 mod dctcp;
 mod ecn_int;
 mod hptcp;
+mod example_aimd;
 mod newreno;
+mod swift;
 
+pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
 pub use ecn_int::EcnInt;
 pub use hptcp::Hptcp;
+pub use example_aimd::ExampleAimd;
 pub use newreno::NewReno;
+pub use swift::Swift;
 
 /// Everything one ACK tells the sender, gathered by the transport's signal block.
 #[derive(Clone, Debug, Default)]
@@ -46,6 +52,17 @@ pub struct AckSignals {
     pub path_hops: Option<u8>,
     /// The TCP-INT echo this ACK carried, decoded; `None` when the peer or path gave none.
     pub int: Option<IntEcho>,
+    /// Bytes delivered (cumulatively acked or SACKed) over the flow's life, after this ACK.
+    pub delivered: u64,
+    /// Delivery rate of payload bytes measured by this ACK (Linux `tcp_rate.c`); `None` when
+    /// the ACK delivered nothing or its interval was too short to trust.
+    pub delivery_rate: Option<Rate>,
+    /// `delivered` when the most recently sent segment this ACK delivered was sent; a round
+    /// trip has passed once it reaches the `delivered` recorded at the round's start.
+    pub prior_delivered: u64,
+    /// The rate sample came from data sent while the flow had nothing more to send, so it may
+    /// understate what the path carries.
+    pub is_app_limited: bool,
 }
 
 /// A decoded TCP-INT echo: what the path's most congested hop reported, and the path latency.
@@ -190,6 +207,27 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "HPTCP: HPCC's window control on TCP, driven by the aggregated TCP-INT value; paced",
         params: hptcp::PARAMS,
         build: hptcp::factory,
+    },
+    AlgorithmInfo {
+        name: "bbr",
+        aliases: &[],
+        summary: "BBR v1 (Linux tcp_bbr.c): paced at a max-filtered delivery rate, window 2 BDP",
+        params: bbr::PARAMS,
+        build: bbr::factory,
+    },
+    AlgorithmInfo {
+        name: "swift",
+        aliases: &[],
+        summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
+        params: swift::PARAMS,
+        build: swift::factory,
+    },
+    AlgorithmInfo {
+        name: "example_aimd",
+        aliases: &[],
+        summary: "the worked example of docs/writing-a-cc.md: AIMD without slow start",
+        params: example_aimd::PARAMS,
+        build: example_aimd::factory,
     },
 ];
 

@@ -56,6 +56,10 @@ pub struct SackBlock {
     pub end: u32,
 }
 
+/// IP TTL every host sends with; switches decrement it, so a receiver reads the hops a packet
+/// crossed as `INITIAL_TTL - ttl`.
+pub const INITIAL_TTL: u8 = 64;
+
 /// Maximum SACK blocks an ACK carries (three fit beside the timestamp option).
 pub const MAX_SACK_BLOCKS: usize = 3;
 
@@ -86,6 +90,8 @@ pub struct Packet {
     pub ttl: u8,
     /// Switch priority queue (0 = highest).
     pub prio: u8,
+    /// On an ACK: the switch hops the acknowledged data crossed, echoed by the receiver.
+    pub hops_echo: Option<u8>,
     /// Number of valid entries in `sack`.
     pub sack_len: u8,
     /// SACK blocks, most recent first.

@@ -2,11 +2,13 @@
 //! reassembly, delayed ACK and ECN echo, and the configuration they share.
 
 mod receiver;
+mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
 
 pub use receiver::{AckPlan, Receiver};
+pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
 pub use sack::RangeSet;
 pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};

@@ -6,7 +6,9 @@ use super::TcpConfig;
 use crate::cc::EcnMode;
 use crate::event::TimerSlot;
 use crate::packet::tcp_int::TcpInt;
-use crate::packet::{flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER};
+use crate::packet::{
+    flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER,
+};
 use crate::time::Time;
 
 /// What the receiver wants done after a segment.
@@ -38,6 +40,8 @@ pub struct Receiver {
     /// The delayed-ACK timer.
     pub delack_timer: TimerSlot,
     ts_recent: Time,
+    /// Switch hops the last data segment crossed, echoed on ACKs (Swift scales its target by it).
+    hops: Option<u8>,
     /// A FIN has been received.
     pub fin_received: bool,
     /// When TCP-INT is echoed: the option of the latest data segment, reflected on the next ACK.
@@ -60,6 +64,7 @@ impl Receiver {
             delayed_ack_segments: cfg.delayed_ack_segments,
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
+            hops: None,
             fin_received: false,
             int_echo: None,
         }
@@ -92,6 +97,7 @@ impl Receiver {
         if let (Some(echo), Some(o)) = (self.int_echo.as_mut(), pkt.int) {
             *echo = Some(o);
         }
+        self.hops = Some(INITIAL_TTL.saturating_sub(pkt.ttl));
 
         let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
         let in_order = start <= self.rcv_nxt && end > self.rcv_nxt;
@@ -135,6 +141,7 @@ impl Receiver {
             ttl: 64,
             prio: data.prio,
             ts_echo: self.ts_recent,
+            hops_echo: self.hops,
             ..Packet::default()
         };
         let ece = match self.ecn_mode {
@@ -232,6 +239,15 @@ mod tests {
         let a = r.build_ack(&data(100, 100, Ecn::Ce));
         assert!(a.has(flags::ECE));
         assert_eq!(a.ack, 200);
+    }
+
+    #[test]
+    fn echoes_the_hops_the_data_crossed() {
+        let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Off);
+        assert_eq!(r.build_ack(&data(0, 0, Ecn::NotEct)).hops_echo, None);
+        let seg = Packet { ttl: INITIAL_TTL - 3, ..data(0, 100, Ecn::NotEct) };
+        r.on_segment(&seg, Time(1));
+        assert_eq!(r.build_ack(&seg).hops_echo, Some(3));
     }
 
     #[test]

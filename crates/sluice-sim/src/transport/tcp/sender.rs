@@ -1,6 +1,7 @@
 //! The TCP sender: what to send next, ACK processing with SACK-based loss recovery (RFC 6675
 //! style), RTO (RFC 6298), classic and per-packet ECN, all driving one congestion controller.
 
+use super::rate_sample::RateSampler;
 use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::TcpConfig;
@@ -87,6 +88,8 @@ pub struct Sender {
     send_cwr: bool,
     /// RTT estimator and RTO.
     pub rtt: RttEstimator,
+    /// Delivery-rate estimator.
+    pub rate: RateSampler,
     /// The retransmission timer.
     pub rto_timer: TimerSlot,
     /// Earliest time the pacer lets the next segment out.
@@ -146,6 +149,7 @@ impl Sender {
             ecn_cwr_end: 0,
             send_cwr: false,
             rtt: RttEstimator::new(cfg.rto_min, cfg.rto_init, cfg.rto_max),
+            rate: RateSampler::default(),
             rto_timer: TimerSlot::default(),
             pace_next: Time::ZERO,
             retransmits: 0,
@@ -223,6 +227,7 @@ impl Sender {
             return None;
         }
         let end = self.size.unwrap_or(u64::MAX);
+        let idle = self.nxt == self.una;
         let mut seg = None;
         if let Some(limit) = self.loss_limit() {
             if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
@@ -237,7 +242,13 @@ impl Sender {
             seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false });
             self.nxt += len;
         }
-        let mut seg = seg?;
+        let Some(mut seg) = seg else {
+            if self.nxt >= end {
+                self.rate.on_app_limited(pipe);
+            }
+            return None;
+        };
+        self.rate.on_send(seg.seq, seg.len, now, idle);
         if self.use_fin && seg.seq + seg.len == end {
             seg.flags |= flags::FIN;
         }
@@ -275,6 +286,7 @@ impl Sender {
         if advanced {
             newly += (ack - self.una) - self.sacked.remove_below(ack);
             self.una = ack;
+            self.rate.on_cumulative(ack, now);
             self.dupacks = 0;
             self.rtt.reset_backoff();
             if now >= pkt.ts_echo {
@@ -284,7 +296,11 @@ impl Sender {
         for (s, e) in pkt.sack_ranges() {
             let e = e.min(self.nxt);
             if e > self.una {
-                newly += self.sacked.insert(s.max(self.una), e);
+                let sacked = self.sacked.insert(s.max(self.una), e);
+                if sacked > 0 {
+                    self.rate.on_sacked(s.max(self.una), e, now);
+                }
+                newly += sacked;
             }
         }
         if !advanced && ack == self.una && pkt.payload == 0 && self.nxt > self.una {
@@ -311,6 +327,7 @@ impl Sender {
             self.ecn_cwr_end = self.nxt;
             self.send_cwr = true;
         }
+        let rs = self.rate.sample(self.rtt.min_rtt());
         let signals = AckSignals {
             now,
             acked_bytes: newly,
@@ -324,7 +341,7 @@ impl Sender {
             snd_nxt: self.nxt,
             // After a timeout the window slow-starts back (RFC 5681); only fast recovery holds it.
             in_recovery: self.recovery_end.is_some() && self.lost_mark == 0,
-            path_hops: None,
+            path_hops: pkt.hops_echo,
             int: match (self.int, pkt.int) {
                 (Some((enc, unit)), Some(o)) => Some(IntEcho {
                     reading: enc.read(o.int_ecr),
@@ -333,6 +350,10 @@ impl Sender {
                 }),
                 _ => None,
             },
+            delivered: self.rate.delivered(),
+            delivery_rate: rs.delivery_rate,
+            prior_delivered: rs.prior_delivered,
+            is_app_limited: rs.is_app_limited,
         };
         self.last_echo = signals.int;
         self.cc.on_ack(&signals, &mut self.win);
