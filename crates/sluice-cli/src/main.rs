@@ -47,6 +47,16 @@ enum Command {
     },
     /// List congestion-control algorithms with their parameters, topologies and workloads.
     List,
+    /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
+    Host {
+        #[command(subcommand)]
+        cmd: sluice_host::cli::HostCmd,
+    },
+    /// A network-namespace testbed (hosts, a switch, shaped links) on this machine.
+    Testbed {
+        #[command(subcommand)]
+        cmd: sluice_host::cli::TestbedCmd,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,6 +73,8 @@ fn main() -> ExitCode {
             list();
             Ok(())
         }
+        Command::Host { cmd } => sluice_host::cli::run_host(cmd),
+        Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
