@@ -51,9 +51,12 @@ int sluice_cc_select(struct bpf_sock_ops *skops)
 
 	/*
 	 * Active opens are chosen before the SYN leaves, so an algorithm that needs ECN (DCTCP)
-	 * negotiates it; passive opens when established, which still sets the receiver's echo.
+	 * asks for it. Listeners are chosen at listen(): a DCTCP SYN is ECT, which a listener only
+	 * accepts for ECN when its own algorithm needs ECN, and its children inherit the choice.
+	 * Passive opens are looked at again when established, for policies on the remote port.
 	 */
-	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB && skops->op != BPF_SOCK_OPS_TCP_LISTEN_CB &&
+	    skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		return 1;
 
 	v = lookup(CC_POLICY_PORT, bpf_ntohl(skops->remote_port));

@@ -244,11 +244,9 @@ pub fn unload() -> Result<Vec<String>> {
                 Err(e) => eprintln!("warning: cgroup {} left in place: {e} (processes still in it?)", st.cgroup.display()),
             }
         }
-        if st.mounted_bpffs {
-            sys::release_bpffs()?;
-        }
         fs::remove_file(state_file())?;
     }
+    sys::release_bpffs()?;
     Ok(done)
 }
 

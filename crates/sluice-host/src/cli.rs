@@ -208,6 +208,9 @@ pub enum TestbedCmd {
         /// Do not attach the INT switch.
         #[arg(long)]
         no_int_switch: bool,
+        /// MTU of every link.
+        #[arg(long, default_value_t = 1500)]
+        mtu: u32,
     },
     /// Remove everything `up` made.
     Down {
@@ -332,7 +335,7 @@ pub fn run_host(cmd: HostCmd) -> Result<()> {
 /// Runs a `sluice testbed` subcommand.
 pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
     match cmd {
-        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch } => {
+        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu } => {
             let tb = testbed::up(&TestbedOptions {
                 prefix,
                 hosts,
@@ -343,6 +346,7 @@ pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
                 },
                 ce_threshold,
                 int_switch: !no_int_switch,
+                mtu,
                 ..TestbedOptions::default()
             })?;
             print!("{}", tb.describe());

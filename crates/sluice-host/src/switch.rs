@@ -234,6 +234,7 @@ pub fn detach(dev: &str, netns: Option<&str>) -> Result<()> {
         if fs::read_dir(&root).map(|mut d| d.next().is_none()).unwrap_or(false) {
             fs::remove_dir(&root)?;
         }
+        sys::release_bpffs()?;
     }
     Ok(())
 }
@@ -247,7 +248,7 @@ pub fn forget(netns: Option<&str>) -> Result<()> {
             fs::remove_dir(&d)?;
         }
     }
-    Ok(())
+    sys::release_bpffs()
 }
 
 /// Live state of the port `dev`.
@@ -260,6 +261,19 @@ pub fn port_state(dev: &str, netns: Option<&str>) -> Result<PortState> {
         .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
     let v = m.lookup(&ifindex.to_ne_bytes(), MapFlags::ANY)?.ok_or_else(|| anyhow!("{dev} has no INT switch attached"))?;
     Ok(PortState::from_bytes(&v))
+}
+
+/// Zeroes a port's queue statistics (and its estimate), so a measurement starts clean.
+pub fn reset_stats(dev: &str, netns: Option<&str>) -> Result<()> {
+    let ifindex = {
+        let _ns = NetnsGuard::enter(netns)?;
+        sys::ifindex(dev, netns)?
+    };
+    let m = MapHandle::from_pinned_path(pin_dir(netns).join("port_states"))
+        .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
+    // BPF_F_LOCK takes the value's spin lock, so the programs never see a half-written state.
+    m.update(&ifindex.to_ne_bytes(), &[0u8; PORT_STATE_SIZE], MapFlags::LOCK)?;
+    Ok(())
 }
 
 /// The switch counters of a namespace.

@@ -29,7 +29,12 @@ pub fn require_root(what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Makes sure a BPF file system is mounted at /sys/fs/bpf; returns true if this call mounted it.
+fn bpffs_marker() -> PathBuf {
+    Path::new(STATE_DIR).join("mounted-bpffs")
+}
+
+/// Makes sure a BPF file system is mounted at /sys/fs/bpf; returns true if this call mounted it
+/// (and leaves a marker so the last of sluice's pins to go unmounts it again).
 pub fn ensure_bpffs() -> Result<bool> {
     if statfs(BPFFS).map(|s| s.filesystem_type() == BPF_FS_MAGIC).unwrap_or(false) {
         return Ok(false);
@@ -37,17 +42,23 @@ pub fn ensure_bpffs() -> Result<bool> {
     fs::create_dir_all(BPFFS).with_context(|| format!("creating {BPFFS}"))?;
     nix::mount::mount(Some("bpffs"), BPFFS, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
         .with_context(|| format!("mounting a BPF file system at {BPFFS}"))?;
+    fs::create_dir_all(STATE_DIR)?;
+    fs::write(bpffs_marker(), "")?;
     Ok(true)
 }
 
-/// Unmounts /sys/fs/bpf if it holds no pins (only called for a mount sluice made).
+/// Unmounts /sys/fs/bpf if sluice mounted it and no pins are left in it.
 pub fn release_bpffs() -> Result<()> {
+    if !bpffs_marker().exists() {
+        return Ok(());
+    }
     // The kernel's preloaded iterators (CONFIG_BPF_PRELOAD) appear in every bpffs mount.
     let empty = fs::read_dir(BPFFS)
         .map(|d| d.flatten().all(|e| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"))))
         .unwrap_or(false);
     if empty {
         nix::mount::umount(BPFFS).with_context(|| format!("unmounting {BPFFS}"))?;
+        fs::remove_file(bpffs_marker())?;
     }
     Ok(())
 }
