@@ -18,8 +18,11 @@ void BPF_PROG(dctcp_init, struct sock *sk)
 	const struct tcp_sock *tp = tcp_sk(sk);
 	struct dctcp_est *ca = inet_csk_ca(sk);
 
-	if (!(tp->ecn_flags & TCP_ECN_OK) && sk->__sk_common.skc_state != TCP_LISTEN &&
-	    sk->__sk_common.skc_state != TCP_CLOSE) {
+	/*
+	 * Before the handshake ends (a policy sets the algorithm while the SYN is being sent) ECN is
+	 * not negotiated yet: initialise now, decide at the init that follows establishment.
+	 */
+	if (!(tp->ecn_flags & TCP_ECN_OK) && sk->__sk_common.skc_state == TCP_ESTABLISHED) {
 		/* No ECN on this connection: DCTCP would never see a mark, so run Reno instead. */
 		bpf_setsockopt(sk, SOL_TCP, TCP_CONGESTION, "reno", sizeof("reno"));
 		return;

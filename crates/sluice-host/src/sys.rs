@@ -179,7 +179,7 @@ pub fn parse_rate(s: &str) -> Result<u64> {
         _ => (t, 1.0),
     };
     let v: f64 = num.parse().map_err(|_| anyhow!("rate {s:?}: expected a number with an optional unit, e.g. 1gbit or 500mbit"))?;
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         bail!("rate {s:?}: expected a positive rate, e.g. 1gbit");
     }
     Ok((v * mult) as u64)

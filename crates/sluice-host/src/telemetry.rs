@@ -350,7 +350,7 @@ impl Log2Hist {
     pub fn render(&self, unit: &str) -> String {
         let mut s = String::new();
         let Some(hi) = self.buckets.iter().rposition(|&c| c > 0) else {
-            return format!("  (no samples)\n");
+            return "  (no samples)\n".to_string();
         };
         let lo = self.buckets.iter().position(|&c| c > 0).unwrap_or(0);
         let max = *self.buckets.iter().max().unwrap_or(&1);
@@ -397,7 +397,8 @@ pub fn prometheus_text(flows: &Flows, counters: &[u64], enc: &IntEncoding) -> St
     for (n, v) in agent::COUNTERS.iter().zip(counters) {
         let _ = writeln!(s, "sluice_agent_total{{counter=\"{n}\"}} {v}");
     }
-    let gauges: [(&str, &str, fn(&Event, &IntEncoding) -> Option<f64>); 6] = [
+    type Gauge = (&'static str, &'static str, fn(&Event, &IntEncoding) -> Option<f64>);
+    let gauges: [Gauge; 6] = [
         ("sluice_flow_queue_bytes", "Queue depth the path from this host reports (0 when it reports utilization).", |e, enc| {
             Some(match enc.read(e.int_ecr) {
                 IntReading::QueueBytes(b) => b as f64,
