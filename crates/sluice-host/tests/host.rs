@@ -245,7 +245,7 @@ fn bpf_codec_agrees_with_the_shared_vectors() {
 fn frame(options: &[u8], lead: usize, ttl: u8) -> Vec<u8> {
     let mut opts = vec![1u8; lead];
     opts.extend_from_slice(options);
-    while opts.len() % 4 != 0 {
+    while !opts.len().is_multiple_of(4) {
         opts.push(0);
     }
     let payload = b"sluice-test-payload";
@@ -315,9 +315,7 @@ fn switch_program_stamps_the_shared_vectors() {
 
     let run = |input: &[u8]| -> Vec<u8> {
         let mut out = vec![0u8; input.len() + 64];
-        let mut t = libbpf_rs::ProgramInput::default();
-        t.data_in = Some(input);
-        t.data_out = Some(&mut out);
+        let t = libbpf_rs::ProgramInput { data_in: Some(input), data_out: Some(&mut out), ..Default::default() };
         let r = skel.progs.sluice_egress.test_run(t).expect("test run");
         assert_eq!(r.return_value, 0, "TC_ACT_OK");
         let n = r.data.as_ref().map(|d| d.len()).unwrap();
