@@ -54,6 +54,16 @@ enum Command {
         /// The directory `sluice run --out` wrote.
         dir: PathBuf,
     },
+    /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
+    Host {
+        #[command(subcommand)]
+        cmd: sluice_host::cli::HostCmd,
+    },
+    /// A network-namespace testbed (hosts, a switch, shaped links) on this machine.
+    Testbed {
+        #[command(subcommand)]
+        cmd: sluice_host::cli::TestbedCmd,
+    },
 }
 
 fn main() -> ExitCode {
@@ -71,6 +81,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Report { dir } => report::run(&dir),
+        Command::Host { cmd } => sluice_host::cli::run_host(cmd),
+        Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * TCP-INT on Linux: the option codec and the records shared by the BPF programs and their Rust
+ * loader. It compiles both as BPF (after vmlinux.h) and as plain C for userspace tests, so the
+ * parser the kernel runs is the parser the test vectors check.
+ *
+ * Wire layout (network byte order): kind 0x72, length 12, INTval, INTecr, ID, IDecr, Lat (24 bit),
+ * LatEcr (24 bit). INTval bit 7 = 1: bits 0-6 are queue bytes >> qdepth_shift; bit 7 = 0: bits
+ * 0-6 are utilization percent >> util_shift. Both saturate at 127.
+ */
+#ifndef SLUICE_TCP_INT_H
+#define SLUICE_TCP_INT_H
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+#define TCP_INT_KIND 0x72
+#define TCP_INT_LEN 12
+#define TCP_INT_LAT_MAX 0xffffffu
+#define TCP_INT_QDEPTH_FLAG 0x80
+/* The largest TCP option area: 60-byte header less the 20 fixed bytes. */
+#define TCP_OPT_SPACE 40
+
+/* Why a byte string is not a TCP-INT option (mirrors the Rust codec's DecodeError). */
+enum tcp_int_err {
+	TCP_INT_OK = 0,
+	TCP_INT_WRONG_KIND = 1,
+	TCP_INT_WRONG_LEN = 2,
+	TCP_INT_TRUNCATED = 3,
+};
+
+/* A decoded option. */
+struct tcp_int_fields {
+	__u8 int_val;
+	__u8 int_ecr;
+	__u8 id;
+	__u8 id_ecr;
+	__u32 lat;
+	__u32 lat_ecr;
+};
+
+/* The 12 wire bytes. */
+struct tcp_int_opt {
+	__u8 kind;
+	__u8 len;
+	__u8 int_val;
+	__u8 int_ecr;
+	__u8 id;
+	__u8 id_ecr;
+	__u8 lat[3];
+	__u8 lat_ecr[3];
+};
+
+/* Parses an option that starts at its kind byte; n is how many bytes are present from there. */
+static __always_inline int tcp_int_decode(const __u8 *b, __u32 n, struct tcp_int_fields *f)
+{
+	/* Checks in the same order as the Rust codec so both name the same fault. */
+	if (n < 2)
+		return TCP_INT_TRUNCATED;
+	if (b[0] != TCP_INT_KIND)
+		return TCP_INT_WRONG_KIND;
+	if (b[1] != TCP_INT_LEN)
+		return TCP_INT_WRONG_LEN;
+	if (n < TCP_INT_LEN)
+		return TCP_INT_TRUNCATED;
+	f->int_val = b[2];
+	f->int_ecr = b[3];
+	f->id = b[4];
+	f->id_ecr = b[5];
+	f->lat = ((__u32)b[6] << 16) | ((__u32)b[7] << 8) | b[8];
+	f->lat_ecr = ((__u32)b[9] << 16) | ((__u32)b[10] << 8) | b[11];
+	return TCP_INT_OK;
+}
+
+/* Writes the wire form; latencies above 24 bits saturate. */
+static __always_inline void tcp_int_encode(const struct tcp_int_fields *f, struct tcp_int_opt *o)
+{
+	__u32 lat = f->lat > TCP_INT_LAT_MAX ? TCP_INT_LAT_MAX : f->lat;
+	__u32 ecr = f->lat_ecr > TCP_INT_LAT_MAX ? TCP_INT_LAT_MAX : f->lat_ecr;
+
+	o->kind = TCP_INT_KIND;
+	o->len = TCP_INT_LEN;
+	o->int_val = f->int_val;
+	o->int_ecr = f->int_ecr;
+	o->id = f->id;
+	o->id_ecr = f->id_ecr;
+	o->lat[0] = lat >> 16;
+	o->lat[1] = lat >> 8;
+	o->lat[2] = lat;
+	o->lat_ecr[0] = ecr >> 16;
+	o->lat_ecr[1] = ecr >> 8;
+	o->lat_ecr[2] = ecr;
+}
+
+/* The INTval one hop reports before the path maximum (the simulator's hop_int_val). */
+static __always_inline __u8 tcp_int_hop_val(__u64 qdepth_bytes, __u64 util_percent, __u64 qdepth_threshold,
+					    __u32 qdepth_shift, __u32 util_shift)
+{
+	__u64 v;
+
+	if (qdepth_bytes < qdepth_threshold) {
+		v = util_percent >> (util_shift & 63);
+		return v > 0x7f ? 0x7f : (__u8)v;
+	}
+	v = qdepth_bytes >> (qdepth_shift & 63);
+	return TCP_INT_QDEPTH_FLAG | (v > 0x7f ? 0x7f : (__u8)v);
+}
+
+/* ---- Host agent (agent.bpf.c) ---- */
+
+/* Runtime switches of the agent, slot 0 of its `agent_config` array. */
+struct agent_config {
+	__u32 int_enabled;  /* add the option to outgoing segments */
+	__u32 echo_enabled; /* fill the echo fields from what arrived */
+	__u64 sample_ns;    /* at most one telemetry event per flow per this interval (0: every segment) */
+};
+
+/* Per-socket TCP-INT state (socket local storage). */
+struct int_sk {
+	/* Last option that arrived: echoed back on our outgoing segments. */
+	__u32 rx_lat;
+	__u8 rx_int_val;
+	__u8 rx_id;
+	__u8 pad0[2];
+	/* Last echo that arrived: our outgoing path's telemetry, read by ECN+INT. */
+	__u32 ecr_lat;
+	__u8 ecr_int_val;
+	__u8 ecr_id;
+	__u8 pad1[2];
+	__u64 ecr_count; /* echoes received so far, so a reader can tell a new one */
+	__u64 last_event_ns;
+};
+
+/* One telemetry record on the ring buffer. Addresses are IPv4-mapped IPv6 for IPv4 flows. */
+struct int_event {
+	__u64 ts_ns;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport; /* host byte order */
+	__u16 dport;
+	__u8 int_val; /* arrived on this segment: the path towards this host */
+	__u8 id;
+	__u8 int_ecr; /* echoed by the peer: the path from this host */
+	__u8 id_ecr;
+	__u32 lat;
+	__u32 lat_ecr;
+	__u32 srtt_us;
+	__u32 snd_cwnd; /* segments */
+	__u32 mss;
+	__u32 skb_len; /* bytes of the segment that carried the option, TCP header included */
+};
+
+/* Indexes of the agent's per-CPU counters. */
+enum agent_counter {
+	AG_SOCKS_ENABLED = 0,  /* connections that got the header-option callbacks */
+	AG_OPT_WRITTEN = 1,    /* outgoing segments that carried the option */
+	AG_OPT_NO_SPACE = 2,   /* outgoing segments with no room left for it */
+	AG_OPT_PARSED = 3,     /* arriving options that decoded */
+	AG_OPT_ABSENT = 4,     /* arriving segments without the option */
+	AG_MALFORMED_LEN = 5,  /* arriving 0x72 options with a length other than 12 (ignored) */
+	AG_MALFORMED_TRUNC = 6, /* arriving options cut short by the header's end (ignored) */
+	AG_EVENTS = 7,         /* telemetry records handed to the ring buffer */
+	AG_EVENTS_LOST = 8,    /* records dropped because the ring buffer was full */
+	AG_NO_STORAGE = 9,     /* sockets whose local storage could not be made */
+	AG_NCOUNTERS = 10,
+};
+
+/* ---- Per-connection CC policy (cc_select.bpf.c) ---- */
+
+enum cc_policy_kind {
+	CC_POLICY_PORT = 1,   /* local or remote TCP port */
+	CC_POLICY_CGROUP = 2, /* cgroup v2 id of the process that connects */
+};
+
+/* A policy entry's key. */
+struct cc_policy_key {
+	__u32 kind;
+	__u32 pad;
+	__u64 value; /* port, or cgroup id */
+};
+
+/* A policy entry's value: a congestion-control name as `sysctl tcp_congestion_control` takes it. */
+struct cc_policy_val {
+	char name[16];
+};
+
+enum cc_select_counter {
+	CC_SET = 0,        /* connections given an algorithm by policy */
+	CC_SET_FAILED = 1, /* policy named an algorithm the kernel does not have */
+	CC_NCOUNTERS = 2,
+};
+
+/* ---- Software INT switch (int_switch.bpf.c) ---- */
+
+/* How one egress port stamps, keyed by ifindex. */
+struct port_cfg {
+	__u64 rate_bps;          /* egress rate the queue estimate drains at */
+	__u64 qdepth_threshold;  /* queue bytes at which the queue branch is reported */
+	__u64 ce_threshold;      /* queue bytes above which ECT packets get CE (0: no marking) */
+	__u32 qdepth_shift;
+	__u32 util_shift;
+	__u32 pinned_int_val;    /* non-zero: report this INTval instead of the estimate (calibration) */
+	__u32 util_window_ns;    /* utilization is measured over windows this long */
+	__u32 owns_clsact;       /* userspace only: sluice created the clsact qdisc */
+	__u32 pad;
+};
+
+/* Live state of one egress port. */
+struct port_state {
+	struct bpf_spin_lock lock;
+	__u32 util_percent;
+	__u64 q_bytes;      /* queue estimate: arrivals less what the rate drained since */
+	__u64 last_ns;
+	__u64 win_start_ns;
+	__u64 win_bytes;
+	__u64 q_max;        /* largest estimate seen */
+	__u64 q_sum;        /* sum of estimates at each packet, for the mean */
+	__u64 q_samples;
+};
+
+enum switch_counter {
+	SW_PKTS = 0,       /* IPv4 TCP packets seen at egress */
+	SW_STAMPED = 1,    /* packets whose option was updated */
+	SW_RAISED = 2,     /* of those, packets whose INTval this port raised */
+	SW_NO_OPT = 3,     /* packets without the option */
+	SW_MALFORMED = 4,  /* packets with a malformed 0x72 option (left as they were) */
+	SW_CE_MARKED = 5,  /* ECT packets marked CE */
+	SW_NO_PORT = 6,    /* packets on a port without configuration */
+	SW_NCOUNTERS = 7,
+};
+
+#endif /* SLUICE_TCP_INT_H */

@@ -1,0 +1,342 @@
+//! The host agent: loads the TCP-INT sockops program and the CC policy program on a cgroup,
+//! registers the BPF congestion-control algorithms, and pins everything so it outlives the
+//! command that loaded it.
+
+use crate::cc;
+use crate::skel::{agent::AgentSkelBuilder, cc_select::CcSelectSkelBuilder};
+use crate::sys::{self, pin_root};
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Default cgroup the agent attaches to: processes opt in by joining it.
+pub const DEFAULT_CGROUP: &str = "/sys/fs/cgroup/unified/sluice";
+
+/// Names of the agent's counters, in `enum agent_counter` order.
+pub const COUNTERS: &[&str] = &[
+    "socks_enabled",
+    "opt_written",
+    "opt_no_space",
+    "opt_parsed",
+    "opt_absent",
+    "malformed_len",
+    "malformed_trunc",
+    "events",
+    "events_lost",
+    "no_storage",
+];
+/// Index of the counter of 0x72 options with a wrong length.
+pub const MALFORMED_LEN: usize = 5;
+/// Index of the counter of truncated 0x72 options.
+pub const MALFORMED_TRUNC: usize = 6;
+
+/// Names of the CC policy program's counters.
+pub const CC_COUNTERS: &[&str] = &["cc_set", "cc_set_failed"];
+
+/// What `load` set up, so `unload` undoes exactly that.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct AgentState {
+    /// The cgroup the programs are attached to.
+    pub cgroup: PathBuf,
+    /// Whether `load` created that cgroup (and `unload` should remove it).
+    pub created_cgroup: bool,
+    /// Whether `load` mounted bpffs.
+    pub mounted_bpffs: bool,
+    /// Congestion-control algorithms registered.
+    pub ccs: Vec<String>,
+}
+
+/// Options of `load`.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Cgroup to attach to.
+    pub cgroup: PathBuf,
+    /// Add the option to outgoing segments.
+    pub int_enabled: bool,
+    /// Echo what arrived.
+    pub echo_enabled: bool,
+    /// At most one telemetry record per flow per this many nanoseconds.
+    pub sample_ns: u64,
+    /// Register the BPF congestion-control algorithms too.
+    pub register_cc: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { cgroup: DEFAULT_CGROUP.into(), int_enabled: true, echo_enabled: true, sample_ns: 100_000, register_cc: true }
+    }
+}
+
+fn dir() -> PathBuf {
+    pin_root().join("agent")
+}
+
+/// Pin path of one of the agent's maps or links.
+pub fn pin(name: &str) -> PathBuf {
+    dir().join(name)
+}
+
+fn state_file() -> PathBuf {
+    Path::new(sys::STATE_DIR).join("agent.json")
+}
+
+/// The recorded state of a loaded agent, if one is loaded.
+pub fn state() -> Result<Option<AgentState>> {
+    match fs::read_to_string(state_file()) {
+        Ok(s) => Ok(Some(serde_json::from_str(&s).with_context(|| format!("reading {}", state_file().display()))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", state_file().display())),
+    }
+}
+
+/// Loads and attaches the agent; fails if one is already loaded.
+pub fn load(opts: &LoadOptions) -> Result<AgentState> {
+    sys::require_root("loading the host agent")?;
+    if state()?.is_some() || dir().exists() {
+        bail!("the host agent is already loaded (see `sluice host status`); run `sluice host unload` first");
+    }
+    let mounted_bpffs = sys::ensure_bpffs()?;
+    let created_cgroup = sys::ensure_cgroup(&opts.cgroup)?;
+    let mut st = AgentState { cgroup: opts.cgroup.clone(), created_cgroup, mounted_bpffs, ccs: vec![] };
+    fs::create_dir_all(sys::STATE_DIR)?;
+    // Record first: a failure half-way still leaves `unload` a complete list of what to undo.
+    fs::write(state_file(), serde_json::to_string_pretty(&st)?)?;
+    match attach(opts, &mut st) {
+        Ok(()) => {
+            fs::write(state_file(), serde_json::to_string_pretty(&st)?)?;
+            Ok(st)
+        }
+        Err(e) => {
+            let _ = unload();
+            Err(e)
+        }
+    }
+}
+
+fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
+    fs::create_dir_all(dir()).with_context(|| format!("creating {}", dir().display()))?;
+    let cg = fs::File::open(&opts.cgroup).with_context(|| format!("opening cgroup {}", opts.cgroup.display()))?;
+
+    let mut obj = MaybeUninit::uninit();
+    let open = AgentSkelBuilder::default().open(&mut obj).context("opening the agent BPF object")?;
+    let skel = open.load().context("loading the agent into the kernel (verifier)")?;
+    let cfg = config_bytes(opts.int_enabled, opts.echo_enabled, opts.sample_ns);
+    skel.maps.agent_config.update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)?;
+    for (map, name) in [
+        (&skel.maps.agent_config, "agent_config"),
+        (&skel.maps.int_sk_store, "int_sk_store"),
+        (&skel.maps.int_events, "int_events"),
+        (&skel.maps.agent_counters, "agent_counters"),
+    ] {
+        let mut h = MapHandle::try_from(map)?;
+        h.pin(pin(name)).with_context(|| format!("pinning map {name}"))?;
+    }
+    let mut link = skel.progs.sluice_agent.attach_cgroup(cg.as_raw_fd()).context("attaching the agent to the cgroup")?;
+    link.pin(pin("agent_link"))?;
+
+    let mut obj2 = MaybeUninit::uninit();
+    let open = CcSelectSkelBuilder::default().open(&mut obj2).context("opening the CC policy BPF object")?;
+    let sel = open.load().context("loading the CC policy program")?;
+    for (map, name) in [(&sel.maps.cc_policy, "cc_policy"), (&sel.maps.cc_counters, "cc_counters")] {
+        let mut h = MapHandle::try_from(map)?;
+        h.pin(pin(name)).with_context(|| format!("pinning map {name}"))?;
+    }
+    let mut link = sel.progs.sluice_cc_select.attach_cgroup(cg.as_raw_fd()).context("attaching the CC policy program")?;
+    link.pin(pin("cc_select_link"))?;
+
+    if opts.register_cc {
+        for name in cc::ALGORITHMS {
+            match cc::register(name, &skel.maps.int_sk_store) {
+                Ok(()) => st.ccs.push(name.to_string()),
+                Err(e) => eprintln!("warning: {name} not registered: {e:#}"),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn config_bytes(int_enabled: bool, echo_enabled: bool, sample_ns: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    v.extend_from_slice(&(int_enabled as u32).to_ne_bytes());
+    v.extend_from_slice(&(echo_enabled as u32).to_ne_bytes());
+    v.extend_from_slice(&sample_ns.to_ne_bytes());
+    v
+}
+
+/// The agent's runtime switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The option is added to outgoing segments.
+    pub int_enabled: bool,
+    /// Echo fields are filled.
+    pub echo_enabled: bool,
+    /// Telemetry sampling interval per flow.
+    pub sample_ns: u64,
+}
+
+fn open_pinned(name: &str) -> Result<MapHandle> {
+    MapHandle::from_pinned_path(pin(name)).map_err(|e| anyhow!("the host agent is not loaded (run `sluice host load`): {} ({e})", pin(name).display()))
+}
+
+/// Reads the runtime switches.
+pub fn config() -> Result<Config> {
+    let m = open_pinned("agent_config")?;
+    let v = m.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.ok_or_else(|| anyhow!("agent_config has no entry"))?;
+    let u32_at = |o: usize| u32::from_ne_bytes(v[o..o + 4].try_into().unwrap());
+    Ok(Config { int_enabled: u32_at(0) != 0, echo_enabled: u32_at(4) != 0, sample_ns: u64::from_ne_bytes(v[8..16].try_into().unwrap()) })
+}
+
+/// Changes runtime switches; `None` leaves one as it is.
+pub fn set(int: Option<bool>, echo: Option<bool>, sample_ns: Option<u64>) -> Result<Config> {
+    sys::require_root("changing the agent's switches")?;
+    let mut c = config()?;
+    c.int_enabled = int.unwrap_or(c.int_enabled);
+    c.echo_enabled = echo.unwrap_or(c.echo_enabled);
+    c.sample_ns = sample_ns.unwrap_or(c.sample_ns);
+    open_pinned("agent_config")?.update(&0u32.to_ne_bytes(), &config_bytes(c.int_enabled, c.echo_enabled, c.sample_ns), MapFlags::ANY)?;
+    Ok(c)
+}
+
+/// Sums a pinned per-CPU counter array.
+pub fn read_counters(map: &str, n: usize) -> Result<Vec<u64>> {
+    let m = open_pinned(map)?;
+    percpu_sums(&m, n)
+}
+
+/// Sums each slot of a per-CPU array of u64 over CPUs.
+pub fn percpu_sums(m: &dyn MapCore, n: usize) -> Result<Vec<u64>> {
+    (0..n as u32)
+        .map(|k| {
+            let per_cpu = m.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+            Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
+        })
+        .collect()
+}
+
+/// Detaches and unpins everything `load` made; safe to run when nothing is loaded.
+pub fn unload() -> Result<Vec<String>> {
+    sys::require_root("unloading the host agent")?;
+    let st = state()?;
+    let mut done = vec![];
+    for name in cc::ALGORITHMS {
+        if cc::unregister(name)? {
+            done.push(format!("unregistered congestion control {name}"));
+        }
+    }
+    if dir().exists() {
+        // Removing the last pin of a link detaches it; of a map, frees it once unused.
+        sys::remove_pins(&dir())?;
+        done.push(format!("removed pins {}", dir().display()));
+    }
+    let root = pin_root();
+    if root.exists() && fs::read_dir(&root)?.next().is_none() {
+        fs::remove_dir(&root)?;
+    }
+    if let Some(st) = st {
+        if st.created_cgroup && st.cgroup.exists() {
+            match fs::remove_dir(&st.cgroup) {
+                Ok(()) => done.push(format!("removed cgroup {}", st.cgroup.display())),
+                Err(e) => eprintln!("warning: cgroup {} left in place: {e} (processes still in it?)", st.cgroup.display()),
+            }
+        }
+        fs::remove_file(state_file())?;
+    }
+    sys::release_bpffs()?;
+    Ok(done)
+}
+
+/// A policy entry: which connections get which algorithm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyKey {
+    /// Connections whose local or remote port is this.
+    Port(u16),
+    /// Connections opened by processes in this cgroup.
+    Cgroup(PathBuf),
+}
+
+fn policy_key_bytes(k: &PolicyKey) -> Result<Vec<u8>> {
+    let (kind, value) = match k {
+        PolicyKey::Port(p) => (1u32, *p as u64),
+        PolicyKey::Cgroup(p) => (2u32, sys::cgroup_id(p)?),
+    };
+    let mut b = kind.to_ne_bytes().to_vec();
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    b.extend_from_slice(&value.to_ne_bytes());
+    Ok(b)
+}
+
+/// Sets the algorithm for a class of connections.
+pub fn policy_set(k: &PolicyKey, algorithm: &str) -> Result<()> {
+    sys::require_root("changing the CC policy")?;
+    if algorithm.is_empty() || algorithm.len() > 15 || !algorithm.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        bail!("congestion control {algorithm:?}: expected a kernel algorithm name of at most 15 letters, digits or _ (e.g. dctcp)");
+    }
+    let avail = cc::available()?;
+    if !avail.iter().any(|a| a == algorithm) {
+        bail!("congestion control {algorithm:?} is not registered in this kernel (available: {})", avail.join(" "));
+    }
+    let mut name = [0u8; 16];
+    name[..algorithm.len()].copy_from_slice(algorithm.as_bytes());
+    open_pinned("cc_policy")?.update(&policy_key_bytes(k)?, &name, MapFlags::ANY)?;
+    Ok(())
+}
+
+/// Removes a policy entry; returns whether there was one.
+pub fn policy_del(k: &PolicyKey) -> Result<bool> {
+    sys::require_root("changing the CC policy")?;
+    Ok(open_pinned("cc_policy")?.delete(&policy_key_bytes(k)?).is_ok())
+}
+
+/// The policy entries as (kind, value, algorithm).
+pub fn policy_list() -> Result<Vec<(String, u64, String)>> {
+    let m = open_pinned("cc_policy")?;
+    let mut out = vec![];
+    for k in m.keys() {
+        let kind = u32::from_ne_bytes(k[0..4].try_into().unwrap());
+        let value = u64::from_ne_bytes(k[8..16].try_into().unwrap());
+        if let Some(v) = m.lookup(&k, MapFlags::ANY)? {
+            let name = String::from_utf8_lossy(&v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())]).into_owned();
+            out.push((if kind == 1 { "port".into() } else { "cgroup".into() }, value, name));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A human-readable report of the agent.
+pub fn status_text() -> Result<String> {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let Some(st) = state()? else {
+        return Ok("host agent: not loaded\n".into());
+    };
+    let c = config()?;
+    writeln!(s, "host agent: loaded on cgroup {}", st.cgroup.display())?;
+    writeln!(s, "  int: {}  echo: {}  sample: {} us", onoff(c.int_enabled), onoff(c.echo_enabled), c.sample_ns / 1000)?;
+    writeln!(s, "  congestion control registered: {}", if st.ccs.is_empty() { "none".into() } else { st.ccs.join(" ") })?;
+    let counters = read_counters("agent_counters", COUNTERS.len())?;
+    for (n, v) in COUNTERS.iter().zip(&counters) {
+        writeln!(s, "  {n:16} {v}")?;
+    }
+    let cc_counters = read_counters("cc_counters", CC_COUNTERS.len())?;
+    for (n, v) in CC_COUNTERS.iter().zip(&cc_counters) {
+        writeln!(s, "  {n:16} {v}")?;
+    }
+    for (kind, value, name) in policy_list()? {
+        writeln!(s, "  policy {kind} {value} -> {name}")?;
+    }
+    Ok(s)
+}
+
+fn onoff(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}

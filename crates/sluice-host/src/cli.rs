@@ -1,0 +1,365 @@
+//! The `sluice host` and `sluice testbed` subcommands.
+
+use crate::agent::{self, LoadOptions, PolicyKey};
+use crate::switch::{self, PortConfig};
+use crate::sys;
+use crate::telemetry::{self, HistField};
+use crate::testbed::{self, Shaper, TestbedOptions};
+use anyhow::{bail, Result};
+use clap::{Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// On or off.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+impl From<Switch> for bool {
+    fn from(s: Switch) -> bool {
+        matches!(s, Switch::On)
+    }
+}
+
+/// `sluice host ...`: TCP-INT and BPF congestion control on this Linux host.
+#[derive(Subcommand, Debug)]
+pub enum HostCmd {
+    /// Load the TCP-INT agent and CC policy on a cgroup and register the BPF congestion controls.
+    Load {
+        /// cgroup v2 directory whose processes' connections carry TCP-INT (created if missing).
+        #[arg(long, default_value = agent::DEFAULT_CGROUP)]
+        cgroup: PathBuf,
+        /// Start with the option off.
+        #[arg(long)]
+        no_int: bool,
+        /// Start with the echo off.
+        #[arg(long)]
+        no_echo: bool,
+        /// At most one telemetry record per flow per this many microseconds (0: every segment).
+        #[arg(long, default_value_t = 100)]
+        sample_us: u64,
+        /// Do not register dctcp, ecn_int and retcp.
+        #[arg(long)]
+        no_cc: bool,
+    },
+    /// Detach and unpin everything `load` made.
+    Unload,
+    /// Show what is loaded, the switches and the counters.
+    Status {
+        /// Also show the INT switch of this network namespace.
+        #[arg(long)]
+        netns: Option<String>,
+        /// Accepted for symmetry with `load`: the status is of the loaded agent wherever it is.
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
+    },
+    /// Change the agent's runtime switches.
+    Set {
+        /// Add the TCP-INT option to outgoing segments.
+        #[arg(long, value_enum)]
+        int: Option<Switch>,
+        /// Echo what arrived in the echo fields.
+        #[arg(long, value_enum)]
+        echo: Option<Switch>,
+        /// Telemetry sampling interval per flow, microseconds.
+        #[arg(long)]
+        sample_us: Option<u64>,
+    },
+    /// Choose the congestion control per port or cgroup (the per-class selection).
+    Policy {
+        #[command(subcommand)]
+        cmd: PolicyCmd,
+    },
+    /// Print a line per telemetry record.
+    Trace {
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Only records that carry an echo (the sender's view of its path).
+        #[arg(long)]
+        echo_only: bool,
+    },
+    /// A live table of flows and their telemetry.
+    Flows {
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// Log2 histogram of one telemetry field.
+    Hist {
+        /// qdepth, util, lat, rtt or cwnd.
+        field: String,
+        /// One histogram per hop ID.
+        #[arg(long)]
+        per_hop: bool,
+        /// Collect for this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// Serve flows and counters in Prometheus text format.
+    Export {
+        /// Address to listen on, e.g. 127.0.0.1:9372.
+        #[arg(long)]
+        listen: String,
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// The software INT switch on tc.
+    Switch {
+        #[command(subcommand)]
+        cmd: SwitchCmd,
+    },
+}
+
+/// `sluice host policy ...`.
+#[derive(Subcommand, Debug)]
+pub enum PolicyCmd {
+    /// Connections on a port, or opened from a cgroup, use an algorithm.
+    Set {
+        /// Local or remote TCP port.
+        #[arg(long, conflicts_with = "cgroup", required_unless_present = "cgroup")]
+        port: Option<u16>,
+        /// cgroup v2 directory of the connecting processes.
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
+        /// Algorithm name, e.g. dctcp, ecn_int, retcp, cubic.
+        cc: String,
+    },
+    /// Remove an entry.
+    Del {
+        /// Local or remote TCP port.
+        #[arg(long, conflicts_with = "cgroup", required_unless_present = "cgroup")]
+        port: Option<u16>,
+        /// cgroup v2 directory.
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
+    },
+    /// List the entries.
+    List,
+}
+
+/// `sluice host switch ...`.
+#[derive(Subcommand, Debug)]
+pub enum SwitchCmd {
+    /// Attach the INT switch programs to a device's tc ingress and egress.
+    Attach {
+        /// Network device, e.g. eth1.
+        dev: String,
+        /// Network namespace the device is in (default: this one).
+        #[arg(long)]
+        netns: Option<String>,
+        /// Egress rate the queue estimate drains at (match the port's shaper), e.g. 1gbit.
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        /// Mark ECT packets CE above this many queued bytes (0: never).
+        #[arg(long, default_value_t = 0)]
+        ce_threshold: u64,
+        /// Queue bytes at which INTval reports the queue branch.
+        #[arg(long, default_value_t = 8192)]
+        qdepth_threshold: u64,
+        /// INTval queue unit, 2^N bytes.
+        #[arg(long, default_value_t = 13)]
+        qdepth_shift: u32,
+        /// INTval utilization unit, 2^N percent.
+        #[arg(long, default_value_t = 0)]
+        util_shift: u32,
+    },
+    /// Detach them.
+    Detach {
+        /// Network device.
+        dev: String,
+        /// Network namespace the device is in.
+        #[arg(long)]
+        netns: Option<String>,
+    },
+    /// Ports, queue estimates and counters.
+    Status {
+        /// Network namespace.
+        #[arg(long)]
+        netns: Option<String>,
+    },
+}
+
+/// `sluice testbed ...`: network namespaces to try the host path on one machine.
+#[derive(Subcommand, Debug)]
+pub enum TestbedCmd {
+    /// Create hosts, a switch, veths, shapers and the INT switch; print names and addresses.
+    Up {
+        /// Namespace prefix.
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+        /// Number of hosts.
+        #[arg(long, default_value_t = 3)]
+        hosts: u8,
+        /// Rate of each switch port, e.g. 1gbit.
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        /// Shaper on switch ports.
+        #[arg(long, value_enum, default_value = "htb")]
+        shaper: ShaperArg,
+        /// CE marking threshold of the INT switch, bytes (0: off).
+        #[arg(long, default_value_t = 30_000)]
+        ce_threshold: u64,
+        /// Do not attach the INT switch.
+        #[arg(long)]
+        no_int_switch: bool,
+        /// MTU of every link.
+        #[arg(long, default_value_t = 1500)]
+        mtu: u32,
+    },
+    /// Remove everything `up` made.
+    Down {
+        /// Namespace prefix.
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+    },
+}
+
+/// Shaper kinds on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ShaperArg {
+    /// htb with one class.
+    Htb,
+    /// tbf.
+    Tbf,
+}
+
+fn secs(d: Option<f64>) -> Result<Option<Duration>> {
+    match d {
+        Some(s) if !(s > 0.0 && s.is_finite()) => bail!("duration {s}: expected a positive number of seconds"),
+        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+        None => Ok(None),
+    }
+}
+
+fn policy_key(port: Option<u16>, cgroup: Option<PathBuf>) -> Result<PolicyKey> {
+    match (port, cgroup) {
+        (Some(p), None) => Ok(PolicyKey::Port(p)),
+        (None, Some(c)) => {
+            if !c.is_dir() {
+                bail!("cgroup {}: no such directory (expected a cgroup v2 directory, e.g. {}/sluice)", c.display(), sys::CGROUP2_ROOT);
+            }
+            Ok(PolicyKey::Cgroup(c))
+        }
+        _ => bail!("policy: expected exactly one of --port N or --cgroup PATH"),
+    }
+}
+
+/// Runs a `sluice host` subcommand.
+pub fn run_host(cmd: HostCmd) -> Result<()> {
+    let mut out = std::io::stdout();
+    match cmd {
+        HostCmd::Load { cgroup, no_int, no_echo, sample_us, no_cc } => {
+            let st = agent::load(&LoadOptions {
+                cgroup,
+                int_enabled: !no_int,
+                echo_enabled: !no_echo,
+                sample_ns: sample_us * 1000,
+                register_cc: !no_cc,
+            })?;
+            println!("host agent loaded on cgroup {} (add processes: echo PID > {}/cgroup.procs)", st.cgroup.display(), st.cgroup.display());
+            if !st.ccs.is_empty() {
+                println!("congestion control registered: {}", st.ccs.join(" "));
+            }
+        }
+        HostCmd::Unload => {
+            for d in agent::unload()? {
+                println!("{d}");
+            }
+        }
+        HostCmd::Status { netns, cgroup: _ } => {
+            print!("{}", agent::status_text()?);
+            if sys::pin_root().join("switch").exists() || netns.is_some() {
+                print!("{}", switch::status_text(netns.as_deref())?);
+            }
+        }
+        HostCmd::Set { int, echo, sample_us } => {
+            let c = agent::set(int.map(Into::into), echo.map(Into::into), sample_us.map(|u| u * 1000))?;
+            println!("int: {}  echo: {}  sample: {} us", c.int_enabled, c.echo_enabled, c.sample_ns / 1000);
+        }
+        HostCmd::Policy { cmd } => match cmd {
+            PolicyCmd::Set { port, cgroup, cc } => agent::policy_set(&policy_key(port, cgroup)?, &cc)?,
+            PolicyCmd::Del { port, cgroup } => {
+                if !agent::policy_del(&policy_key(port, cgroup)?)? {
+                    bail!("no such policy entry");
+                }
+            }
+            PolicyCmd::List => {
+                for (kind, value, name) in agent::policy_list()? {
+                    println!("{kind} {value} {name}");
+                }
+            }
+        },
+        HostCmd::Trace { duration, echo_only } => {
+            telemetry::trace(secs(duration)?, echo_only, &mut out)?;
+        }
+        HostCmd::Flows { duration } => {
+            telemetry::flows(secs(duration)?, &mut out)?;
+        }
+        HostCmd::Hist { field, per_hop, duration } => {
+            let f: HistField = field.parse()?;
+            telemetry::hist(f, per_hop, secs(duration)?, &mut out)?;
+        }
+        HostCmd::Export { listen, duration } => telemetry::export(&listen, secs(duration)?)?,
+        HostCmd::Switch { cmd } => match cmd {
+            SwitchCmd::Attach { dev, netns, rate, ce_threshold, qdepth_threshold, qdepth_shift, util_shift } => {
+                if qdepth_shift > 63 || util_shift > 63 {
+                    bail!("shifts: expected 0 to 63");
+                }
+                let cfg = PortConfig {
+                    rate_bps: sys::parse_rate(&rate)?,
+                    ce_threshold,
+                    qdepth_threshold,
+                    qdepth_shift,
+                    util_shift,
+                    ..PortConfig::default()
+                };
+                switch::attach(&dev, netns.as_deref(), &cfg)?;
+                println!("INT switch attached to {dev}");
+            }
+            SwitchCmd::Detach { dev, netns } => {
+                switch::detach(&dev, netns.as_deref())?;
+                println!("INT switch detached from {dev}");
+            }
+            SwitchCmd::Status { netns } => print!("{}", switch::status_text(netns.as_deref())?),
+        },
+    }
+    Ok(())
+}
+
+/// Runs a `sluice testbed` subcommand.
+pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
+    match cmd {
+        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu } => {
+            let tb = testbed::up(&TestbedOptions {
+                prefix,
+                hosts,
+                rate_bps: sys::parse_rate(&rate)?,
+                shaper: match shaper {
+                    ShaperArg::Htb => Shaper::Htb,
+                    ShaperArg::Tbf => Shaper::Tbf,
+                },
+                ce_threshold,
+                int_switch: !no_int_switch,
+                mtu,
+                ..TestbedOptions::default()
+            })?;
+            print!("{}", tb.describe());
+        }
+        TestbedCmd::Down { prefix } => {
+            let removed = testbed::down(&prefix)?;
+            if removed.is_empty() {
+                println!("testbed {prefix}: nothing to remove");
+            }
+            for r in removed {
+                println!("removed {r}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! sluice on real Linux hosts: TCP-INT in kernel TCP connections (a sockops agent), a software
+//! INT switch on tc, BPF congestion control (struct_ops) and a network-namespace testbed.
+
+pub mod agent;
+pub mod cc;
+pub mod codec;
+pub mod skel;
+pub mod switch;
+pub mod sys;
+pub mod telemetry;
+pub mod testbed;
+pub mod cli;

@@ -1,0 +1,201 @@
+//! The host plumbing the mechanisms stand on: bpffs, cgroups, network namespaces and the
+//! iproute2 / ethtool commands.
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sched::{setns, CloneFlags};
+use nix::sys::statfs::{statfs, BPF_FS_MAGIC, CGROUP2_SUPER_MAGIC};
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where BPF file systems are mounted by convention.
+pub const BPFFS: &str = "/sys/fs/bpf";
+/// The cgroup v2 hierarchy the agent attaches under by default.
+pub const CGROUP2_ROOT: &str = "/sys/fs/cgroup/unified";
+/// Where sluice keeps its record of what it set up (links and maps are pinned in bpffs).
+pub const STATE_DIR: &str = "/run/sluice";
+
+/// Root of sluice's pins in bpffs.
+pub fn pin_root() -> PathBuf {
+    Path::new(BPFFS).join("sluice")
+}
+
+/// Fails unless running as root, naming what needs it.
+pub fn require_root(what: &str) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("{what} needs root (CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN); run it with sudo");
+    }
+    Ok(())
+}
+
+fn bpffs_marker() -> PathBuf {
+    Path::new(STATE_DIR).join("mounted-bpffs")
+}
+
+/// Makes sure a BPF file system is mounted at /sys/fs/bpf; returns true if this call mounted it
+/// (and leaves a marker so the last of sluice's pins to go unmounts it again).
+pub fn ensure_bpffs() -> Result<bool> {
+    if statfs(BPFFS).map(|s| s.filesystem_type() == BPF_FS_MAGIC).unwrap_or(false) {
+        return Ok(false);
+    }
+    fs::create_dir_all(BPFFS).with_context(|| format!("creating {BPFFS}"))?;
+    nix::mount::mount(Some("bpffs"), BPFFS, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
+        .with_context(|| format!("mounting a BPF file system at {BPFFS}"))?;
+    fs::create_dir_all(STATE_DIR)?;
+    fs::write(bpffs_marker(), "")?;
+    Ok(true)
+}
+
+/// Unmounts /sys/fs/bpf if sluice mounted it and no pins are left in it.
+pub fn release_bpffs() -> Result<()> {
+    if !bpffs_marker().exists() {
+        return Ok(());
+    }
+    // The kernel's preloaded iterators (CONFIG_BPF_PRELOAD) appear in every bpffs mount.
+    let empty = fs::read_dir(BPFFS)
+        .map(|d| d.flatten().all(|e| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"))))
+        .unwrap_or(false);
+    if empty {
+        nix::mount::umount(BPFFS).with_context(|| format!("unmounting {BPFFS}"))?;
+        fs::remove_file(bpffs_marker())?;
+    }
+    Ok(())
+}
+
+/// Checks that `path` is (or can be made) a cgroup v2 directory; returns true if it was created.
+pub fn ensure_cgroup(path: &Path) -> Result<bool> {
+    let expected = format!("a directory in a cgroup v2 hierarchy, e.g. {CGROUP2_ROOT}/sluice");
+    let parent_ok = |p: &Path| statfs(p).map(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC).unwrap_or(false);
+    if path.is_dir() {
+        if !parent_ok(path) {
+            bail!("cgroup {}: not in a cgroup v2 file system (expected {expected})", path.display());
+        }
+        return Ok(false);
+    }
+    match path.parent() {
+        Some(parent) if parent.is_dir() && parent_ok(parent) => {
+            fs::create_dir(path).with_context(|| format!("creating cgroup {}", path.display()))?;
+            Ok(true)
+        }
+        _ => bail!("cgroup {}: no such cgroup and its parent is not a cgroup v2 directory (expected {expected})", path.display()),
+    }
+}
+
+/// The cgroup v2 id of a cgroup directory (its inode number), as bpf_get_current_cgroup_id sees it.
+pub fn cgroup_id(path: &Path) -> Result<u64> {
+    Ok(fs::metadata(path).with_context(|| format!("reading cgroup {}", path.display()))?.ino())
+}
+
+/// Moves a process into a cgroup.
+pub fn cgroup_join(path: &Path, pid: u32) -> Result<()> {
+    fs::write(path.join("cgroup.procs"), pid.to_string()).with_context(|| format!("moving pid {pid} into cgroup {}", path.display()))
+}
+
+/// The calling process's cgroup v2 path (under the given hierarchy root).
+pub fn own_cgroup(root: &Path) -> Result<PathBuf> {
+    let s = fs::read_to_string("/proc/self/cgroup")?;
+    let rel = s.lines().find_map(|l| l.strip_prefix("0::")).ok_or_else(|| anyhow!("no cgroup v2 entry in /proc/self/cgroup"))?;
+    Ok(root.join(rel.trim_start_matches('/')))
+}
+
+/// Path of a named network namespace as iproute2 keeps it.
+pub fn netns_path(name: &str) -> PathBuf {
+    Path::new("/run/netns").join(name)
+}
+
+/// While alive, the calling thread is in another network namespace; dropping it returns.
+pub struct NetnsGuard {
+    home: File,
+}
+
+impl NetnsGuard {
+    /// Enters the named network namespace (None: stays where it is, for uniform call sites).
+    pub fn enter(name: Option<&str>) -> Result<Option<NetnsGuard>> {
+        let Some(name) = name else { return Ok(None) };
+        let home = File::open("/proc/thread-self/ns/net").context("opening this thread's network namespace")?;
+        let target = File::open(netns_path(name))
+            .with_context(|| format!("network namespace {name:?} not found (expected a name `ip netns list` shows)"))?;
+        setns(&target, CloneFlags::CLONE_NEWNET).with_context(|| format!("entering network namespace {name}"))?;
+        Ok(Some(NetnsGuard { home }))
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        // Returning can only fail if the original namespace vanished, which cannot happen while
+        // this thread holds it open.
+        let _ = setns(&self.home, CloneFlags::CLONE_NEWNET);
+    }
+}
+
+/// The ifindex of a network device in the calling thread's namespace, with a clear error.
+pub fn ifindex(dev: &str, netns: Option<&str>) -> Result<u32> {
+    nix::net::if_::if_nametoindex(dev).map_err(|_| {
+        let ns = netns.map(|n| format!(" in network namespace {n}")).unwrap_or_default();
+        anyhow!("no network device named {dev:?}{ns} (expected an interface name as `ip link` lists it)")
+    })
+}
+
+/// Runs a command, failing with its stderr when it exits non-zero.
+pub fn run(prog: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(prog).args(args).output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow!("{prog} not found: install it (Debian: iproute2 for ip and tc, ethtool, tcpdump)")
+        } else {
+            anyhow!("running {prog}: {e}")
+        }
+    })?;
+    if !out.status.success() {
+        bail!("`{prog} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Removes a pin directory tree (bpffs holds only pins and directories).
+pub fn remove_pins(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    for e in fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            remove_pins(&p)?;
+        } else {
+            fs::remove_file(&p).with_context(|| format!("removing pin {}", p.display()))?;
+        }
+    }
+    fs::remove_dir(dir).with_context(|| format!("removing {}", dir.display()))
+}
+
+/// Parses a rate such as `1gbit`, `100mbit`, `1G` or `250000000` (bits per second).
+pub fn parse_rate(s: &str) -> Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("bit").or_else(|| t.strip_suffix("bps")).or_else(|| t.strip_suffix("b/s")).unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('g') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| anyhow!("rate {s:?}: expected a number with an optional unit, e.g. 1gbit or 500mbit"))?;
+    if v.is_nan() || v <= 0.0 {
+        bail!("rate {s:?}: expected a positive rate, e.g. 1gbit");
+    }
+    Ok((v * mult) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_in_tc_units() {
+        assert_eq!(parse_rate("1gbit").unwrap(), 1_000_000_000);
+        assert_eq!(parse_rate("500mbit").unwrap(), 500_000_000);
+        assert_eq!(parse_rate("2.5G").unwrap(), 2_500_000_000);
+        assert_eq!(parse_rate("1000").unwrap(), 1000);
+        assert!(parse_rate("fast").unwrap_err().to_string().contains("expected"));
+        assert!(parse_rate("0").is_err());
+    }
+}

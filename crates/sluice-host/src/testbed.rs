@@ -1,0 +1,240 @@
+//! A testbed on one machine: network namespaces for N hosts and one switch, a veth pair per host,
+//! a shaped egress (htb or tbf) on every switch port, checksum offload off on the path (so the
+//! switch's checksum fixes are checked by real receivers) and the INT switch on every port.
+//!
+//! ```text
+//!   <p>-h1 eth0 10.72.1.1 ──── p1 10.72.1.254 ┐
+//!   <p>-h2 eth0 10.72.2.1 ──── p2 10.72.2.254 ├ <p>-sw (forwarding, INT switch on p1..pN)
+//!   <p>-h3 eth0 10.72.3.1 ──── p3 10.72.3.254 ┘
+//! ```
+
+use crate::switch::{self, PortConfig};
+use crate::sys::{self, run};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+/// The egress shaper on switch ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Shaper {
+    /// Hierarchical token bucket, one class at the rate.
+    Htb,
+    /// Token bucket filter.
+    Tbf,
+}
+
+/// Options of `testbed up`.
+#[derive(Debug, Clone)]
+pub struct TestbedOptions {
+    /// Namespace name prefix (`<prefix>-h1`, `<prefix>-sw`).
+    pub prefix: String,
+    /// Number of hosts (at least 2).
+    pub hosts: u8,
+    /// Rate of every switch egress, bits/s.
+    pub rate_bps: u64,
+    /// Shaper kind.
+    pub shaper: Shaper,
+    /// Shaper queue limit, packets.
+    pub queue_packets: u32,
+    /// CE marking threshold of the INT switch, bytes (0: no marking).
+    pub ce_threshold: u64,
+    /// Attach the INT switch.
+    pub int_switch: bool,
+    /// MTU of every link (9000 spares CPU on small machines; 1500 is the Ethernet default).
+    pub mtu: u32,
+}
+
+impl Default for TestbedOptions {
+    fn default() -> Self {
+        TestbedOptions {
+            prefix: "sl".into(),
+            hosts: 3,
+            rate_bps: 1_000_000_000,
+            shaper: Shaper::Htb,
+            queue_packets: 1000,
+            ce_threshold: 30_000,
+            int_switch: true,
+            mtu: 1500,
+        }
+    }
+}
+
+/// One host of a running testbed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Host {
+    /// Network namespace.
+    pub netns: String,
+    /// Its address on eth0.
+    pub addr: Ipv4Addr,
+    /// The switch port facing it.
+    pub switch_port: String,
+}
+
+/// A running testbed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Testbed {
+    /// Namespace prefix.
+    pub prefix: String,
+    /// The switch's namespace.
+    pub switch: String,
+    /// Hosts.
+    pub hosts: Vec<Host>,
+    /// Port rate, bits/s.
+    pub rate_bps: u64,
+    /// Whether the INT switch is attached.
+    pub int_switch: bool,
+}
+
+impl Testbed {
+    /// A human-readable summary.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "testbed {}: switch netns {} ({} Mb/s per port{})\n",
+            self.prefix,
+            self.switch,
+            self.rate_bps / 1_000_000,
+            if self.int_switch { ", INT switch attached" } else { "" }
+        );
+        for h in &self.hosts {
+            s += &format!("  {:<10} eth0 {:<12} <-> {} {}\n", h.netns, h.addr, self.switch, h.switch_port);
+        }
+        s
+    }
+}
+
+fn state_file(prefix: &str) -> PathBuf {
+    PathBuf::from(sys::STATE_DIR).join(format!("testbed-{prefix}.json"))
+}
+
+fn check_prefix(p: &str) -> Result<()> {
+    if p.is_empty() || p.len() > 8 || !p.bytes().all(|c| c.is_ascii_alphanumeric()) {
+        bail!("testbed prefix {p:?}: expected 1-8 letters or digits (it names namespaces like {p}-h1)");
+    }
+    Ok(())
+}
+
+/// Brings a testbed up; on failure removes whatever it had made.
+pub fn up(o: &TestbedOptions) -> Result<Testbed> {
+    sys::require_root("the testbed")?;
+    check_prefix(&o.prefix)?;
+    if !(576..=65535).contains(&o.mtu) {
+        bail!("mtu: expected 576 to 65535, got {}", o.mtu);
+    }
+    if !(2..=200).contains(&o.hosts) {
+        bail!("hosts: expected 2 to 200, got {}", o.hosts);
+    }
+    let sw = format!("{}-sw", o.prefix);
+    if sys::netns_path(&sw).exists() || state_file(&o.prefix).exists() {
+        bail!("testbed {} is already up (run `sluice testbed down --prefix {}`)", o.prefix, o.prefix);
+    }
+    let tb = Testbed {
+        prefix: o.prefix.clone(),
+        switch: sw.clone(),
+        hosts: (1..=o.hosts)
+            .map(|i| Host { netns: format!("{}-h{i}", o.prefix), addr: Ipv4Addr::new(10, 72, i, 1), switch_port: format!("p{i}") })
+            .collect(),
+        rate_bps: o.rate_bps,
+        int_switch: o.int_switch,
+    };
+    fs::create_dir_all(sys::STATE_DIR)?;
+    fs::write(state_file(&o.prefix), serde_json::to_string_pretty(&tb)?)?;
+    if let Err(e) = build(&tb, o) {
+        let _ = down(&o.prefix);
+        return Err(e);
+    }
+    Ok(tb)
+}
+
+fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
+    let sw = tb.switch.as_str();
+    run("ip", &["netns", "add", sw])?;
+    run("ip", &["-n", sw, "link", "set", "lo", "up"])?;
+    run("ip", &["netns", "exec", sw, "sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+    let rate = format!("{}bit", o.rate_bps);
+    for (i, h) in tb.hosts.iter().enumerate() {
+        let i = i + 1;
+        let ns = h.netns.as_str();
+        let port = h.switch_port.as_str();
+        run("ip", &["netns", "add", ns])?;
+        run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+        run("ip", &["link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])?;
+        run("ip", &["-n", ns, "addr", "add", &format!("{}/24", h.addr), "dev", "eth0"])?;
+        run("ip", &["-n", sw, "addr", "add", &format!("10.72.{i}.254/24"), "dev", port])?;
+        let mtu = o.mtu.to_string();
+        run("ip", &["-n", ns, "link", "set", "eth0", "mtu", &mtu, "up"])?;
+        run("ip", &["-n", sw, "link", "set", port, "mtu", &mtu, "up"])?;
+        run("ip", &["-n", ns, "route", "add", "default", "via", &format!("10.72.{i}.254")])?;
+        // Software checksums end to end: the switch rewrites the TCP header, so receivers must
+        // verify, and senders must not hand over partial checksums the switch cannot see.
+        for (n, dev) in [(ns, "eth0"), (sw, port)] {
+            run("ip", &["netns", "exec", n, "ethtool", "-K", dev, "rx", "off", "tx", "off"]).context("turning checksum offload off")?;
+        }
+        shape(sw, port, &rate, o)?;
+        if o.int_switch {
+            let cfg = PortConfig { rate_bps: o.rate_bps, ce_threshold: o.ce_threshold, ..PortConfig::default() };
+            switch::attach(port, Some(sw), &cfg)?;
+        }
+    }
+    Ok(())
+}
+
+fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
+    let limit = o.queue_packets.to_string();
+    match o.shaper {
+        Shaper::Htb => {
+            run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "handle", "1:", "htb", "default", "1"])?;
+            run("tc", &["-n", sw, "class", "add", "dev", port, "parent", "1:", "classid", "1:1", "htb", "rate", rate, "ceil", rate])?;
+            run("tc", &["-n", sw, "qdisc", "add", "dev", port, "parent", "1:1", "handle", "10:", "pfifo", "limit", &limit])?;
+        }
+        Shaper::Tbf => {
+            let bytes = format!("{}", o.queue_packets as u64 * 1514);
+            run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "tbf", "rate", rate, "burst", "32kb", "limit", &bytes])?;
+        }
+    }
+    Ok(())
+}
+
+/// The testbed recorded under a prefix, if up.
+pub fn get(prefix: &str) -> Result<Option<Testbed>> {
+    match fs::read_to_string(state_file(prefix)) {
+        Ok(s) => Ok(Some(serde_json::from_str(&s)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes everything `up` made under a prefix; returns what it removed.
+pub fn down(prefix: &str) -> Result<Vec<String>> {
+    sys::require_root("the testbed")?;
+    check_prefix(prefix)?;
+    let mut removed = vec![];
+    let mut names: Vec<String> = match get(prefix)? {
+        Some(tb) => std::iter::once(tb.switch.clone()).chain(tb.hosts.iter().map(|h| h.netns.clone())).collect(),
+        None => vec![],
+    };
+    // Also anything left by an interrupted `up` that had not written its record.
+    if let Ok(d) = fs::read_dir("/run/netns") {
+        for e in d.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).is_some_and(|r| r == "sw" || r.starts_with('h')) && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    let sw = format!("{prefix}-sw");
+    // Deleting the namespace deletes its veths, qdiscs and tc filters; the pinned maps remain.
+    switch::forget(Some(&sw))?;
+    for n in &names {
+        if sys::netns_path(n).exists() {
+            run("ip", &["netns", "del", n])?;
+            removed.push(format!("netns {n}"));
+        }
+    }
+    let sf = state_file(prefix);
+    if sf.exists() {
+        fs::remove_file(sf)?;
+    }
+    Ok(removed)
+}
