@@ -31,12 +31,14 @@ fn quickstart_writes_the_output_contract() {
     let mut lines = flows.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts"
+        // The contract's columns exactly, then sluice's own.
+        "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation"
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 400);
     for r in &rows {
-        assert_eq!(r.len(), 13);
+        assert_eq!(r.len(), 14);
+        assert_eq!(r[13], "accepted");
         let (fct, ideal, slowdown): (f64, f64, f64) = (r[8].parse().unwrap(), r[9].parse().unwrap(), r[10].parse().unwrap());
         assert!(slowdown >= 1.0);
         assert!((slowdown - (fct / ideal).max(1.0)).abs() < 1e-3, "slowdown = max(1, fct / ideal) in {r:?}");

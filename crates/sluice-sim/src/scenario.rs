@@ -39,6 +39,10 @@ pub struct Scenario {
     /// TCP-INT: switch stamping and host option handling.
     #[serde(default)]
     pub int: IntConfig,
+    /// The application interface: QoS intents ("latency_sensitive", "bulk", "target_rate",
+    /// "deadline") mapped to class names.
+    #[serde(default)]
+    pub policy: BTreeMap<String, String>,
 }
 
 /// `[int]`: TCP-INT in the fabric. Switches stamp unless listed as legacy; flows carry the option
@@ -227,9 +231,27 @@ pub struct ClassConfig {
     /// The algorithm's parameters.
     #[serde(default)]
     pub params: toml::Table,
-    /// Switch priority queue (0 = highest).
+    /// Switch priority queue (0 = highest), also the NIC scheduler's priority.
     #[serde(default)]
     pub priority: u8,
+    /// The algorithm a flow falls back to when the peer or path lacks what `cc` needs
+    /// (default "cubic").
+    pub fallback: Option<String>,
+    /// Administrator match rules: flows of no explicit class join the first class that matches.
+    #[serde(rename = "match")]
+    pub matches: Option<MatchRules>,
+}
+
+/// `[classes.<name>.match]`: a flow matches when every rule given holds.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchRules {
+    /// Workload tags (`tag = "..."` on a workload).
+    pub tags: Option<Vec<String>>,
+    /// Destination (service) ports (`dst_port` on a workload).
+    pub dst_ports: Option<Vec<u16>>,
+    /// Hosts, either end of the flow.
+    pub hosts: Option<Vec<usize>>,
 }
 
 /// The algorithm flows of no other class use when the scenario does not define `default`.
@@ -557,7 +579,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
     let mut classes = Vec::new();
     let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
     if !sc.classes.contains_key("default") {
-        class_cfgs.insert(0, ("default".into(), ClassConfig { cc: DEFAULT_CC.into(), params: toml::Table::new(), priority: 0 }));
+        class_cfgs.insert(0, ("default".into(), ClassConfig { cc: DEFAULT_CC.into(), params: toml::Table::new(), priority: 0, fallback: None, matches: None }));
     }
     for (name, c) in &class_cfgs {
         let info = cc::lookup(&c.cc).ok_or_else(|| {
@@ -570,14 +592,43 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
                 c.priority, sc.switch.priorities
             ));
         }
-        classes.push(crate::world::ClassRuntime { name: name.clone(), cc: info.name.to_string(), factory, priority: c.priority });
+        let fallback_name = c.fallback.as_deref().unwrap_or(DEFAULT_CC);
+        let fb = cc::lookup(fallback_name).ok_or_else(|| {
+            format!("classes.{name}.fallback: unknown congestion control \"{fallback_name}\"; expected one of: {}", cc::known_names())
+        })?;
+        let fallback = cc::factory(fb.name, &toml::Table::new()).map_err(|e| format!("classes.{name}.fallback: {e}"))?;
+        classes.push(crate::world::ClassRuntime {
+            name: name.clone(),
+            cc: info.name.to_string(),
+            factory,
+            priority: c.priority,
+            fallback: (fb.name.to_string(), fallback),
+        });
     }
     let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
     let class_index = |n: &str| names.iter().position(|c| c == n);
     let node_ports = graph.ports();
     let host_rates: Vec<crate::time::Rate> =
         graph.hosts().iter().map(|&n| graph.links[node_ports[n][0].0].rate).collect();
+    let mut rules = crate::workload::ClassRules { default: class_index("default").unwrap_or(0), ..Default::default() };
+    for (intent, class) in &sc.policy {
+        if !["latency_sensitive", "bulk", "target_rate", "deadline"].contains(&intent.as_str()) {
+            return Err(format!("policy.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline"));
+        }
+        let c = class_index(class)
+            .ok_or_else(|| format!("policy.{intent}: unknown class \"{class}\"; defined classes: {}", names.join(", ")))?;
+        rules.intents.push((intent.clone(), c));
+    }
+    for (name, c) in &class_cfgs {
+        if let Some(m) = &c.matches {
+            if m.tags.is_none() && m.dst_ports.is_none() && m.hosts.is_none() {
+                return Err(format!("classes.{name}.match: give at least one of tags, dst_ports, hosts"));
+            }
+            rules.rules.push((class_index(name).unwrap_or(0), m.clone()));
+        }
+    }
     let ctx = WorkloadContext {
+        rules: std::sync::Arc::new(rules),
         host_rates: &host_rates,
         base_dir: &loaded.base_dir,
         class_index: &class_index,

@@ -1,9 +1,11 @@
 //! The world: every element in arenas indexed by small integers, built from a scenario, and the
 //! run loop that dispatches events in one place.
 
+use crate::cc::negotiation::{negotiate, Negotiation, Offer, Support};
 use crate::cc::{CcFactory, EcnMode, FlowContext};
 use crate::event::{EventQueue, TimerFire};
 use crate::host::nic::Nic;
+use crate::host::pacer::TokenBucket;
 use crate::net::link::Link;
 use crate::net::port::{Port, TxMeter};
 use crate::packet::tcp_int::TcpInt;
@@ -68,6 +70,8 @@ pub struct ClassRuntime {
     pub factory: CcFactory,
     /// Switch priority queue.
     pub priority: u8,
+    /// The algorithm flows fall back to when negotiation fails, and its builder.
+    pub fallback: (String, CcFactory),
 }
 
 /// One flow: its identity, its TCP halves, and its outcome.
@@ -92,6 +96,12 @@ pub struct Flow {
     pub ideal_fct: Time,
     /// When the receiver had every byte.
     pub rx_done: Option<Time>,
+    /// How connection-setup negotiation ended.
+    pub negotiation: Negotiation,
+    /// The application's deadline for the flow, if it stated one.
+    pub deadline: Option<Time>,
+    /// The NIC's rate limiter for an application's target rate.
+    limiter: Option<TokenBucket>,
     /// The application that opened the flow and its tag, for closed-loop traffic.
     pub app: Option<(u32, u32)>,
     /// Sender half.
@@ -396,7 +406,28 @@ impl World {
         let first_frame = TcpConfig::wire_bytes(spec.size.unwrap_or(mss).min(mss)) as u64;
         let base_rtt = self.path_rtt(src, dst, hash_fwd, hash_rev, first_frame);
         let ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt };
-        let algo = (class.factory)(&ctx);
+        let mut algo = (class.factory)(&ctx);
+        let offer = Offer { needs_int: algo.needs_int(), needs_ecn: self.tcp.ecn && algo.ecn_mode() == EcnMode::PerPacket };
+        let (mut path_int, mut path_ecn) = (false, true);
+        self.walk(src, dst, hash_fwd, |i, port| {
+            if i > 0 {
+                if let Role::Switch(s) = self.roles[port.node as usize] {
+                    path_int |= self.switches[s as usize].int.is_some();
+                    path_ecn &= self.switches[s as usize].ecn != EcnMarking::Off;
+                }
+            }
+            Time::ZERO
+        });
+        let support = Support {
+            local_int: self.int.host_supports[spec.src],
+            peer_int: self.int.host_supports[spec.dst],
+            path_int,
+            path_ecn,
+        };
+        let negotiation = negotiate(offer, support);
+        if negotiation != Negotiation::Accepted {
+            algo = (class.fallback.1)(&ctx);
+        }
         let mut sender = Sender::new(&self.tcp, spec.size, algo);
         let mut receiver = Receiver::new(&self.tcp, sender.ecn_mode());
         let both_support = self.int.host_supports[spec.src] && self.int.host_supports[spec.dst];
@@ -424,6 +455,10 @@ impl World {
             ideal_fct,
             rx_done: None,
             app: None,
+            negotiation,
+            deadline: spec.qos.deadline,
+            // A burst of two full frames lets the limiter keep a window-limited flow busy.
+            limiter: spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * TcpConfig::wire_bytes(mss) as u64)),
             sender,
             receiver,
             hash_fwd,
@@ -447,7 +482,7 @@ impl World {
     }
 
     /// Sums `cost(hop index, egress port)` along the path a packet with `hash` takes.
-    fn walk(&self, from: u32, to: u32, hash: u32, cost: impl Fn(usize, &Port) -> Time) -> Time {
+    fn walk(&self, from: u32, to: u32, hash: u32, mut cost: impl FnMut(usize, &Port) -> Time) -> Time {
         let mut total = Time::ZERO;
         let mut port = self.nics[from as usize].port as usize;
         for i in 0..256 {
@@ -695,9 +730,14 @@ impl World {
         for _ in 0..self.nics[h as usize].active.len() {
             let f = self.nics[h as usize].active.pop_front()?;
             let flow = &mut self.flows[f as usize];
-            if flow.sender.pace_next > now {
+            // The CC's pacer and the application's rate limiter both gate the flow.
+            let mut ready = flow.sender.pace_next;
+            if let Some(tb) = flow.limiter.as_mut() {
+                ready = ready.max(tb.ready_at(now, TcpConfig::wire_bytes(flow.sender.win.mss) as u64));
+            }
+            if ready > now {
                 if flow.sender.has_sendable() {
-                    earliest = Some(earliest.map_or(flow.sender.pace_next, |e| e.min(flow.sender.pace_next)));
+                    earliest = Some(earliest.map_or(ready, |e| e.min(ready)));
                     self.nics[h as usize].active.push_back(f);
                 } else {
                     flow.in_active = false;
@@ -748,6 +788,9 @@ impl World {
         }
         if let Some(rate) = flow.sender.win.pacing_rate {
             flow.sender.pace_next = now + rate.tx_time(wire_bytes as u64);
+        }
+        if let Some(tb) = flow.limiter.as_mut() {
+            tb.consume(now, wire_bytes as u64);
         }
         if flow.sender.rto_timer.deadline().is_none() {
             let at = now + flow.sender.rtt.rto();

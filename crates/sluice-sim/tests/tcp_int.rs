@@ -54,3 +54,137 @@ fn hptcp_fills_a_100g_bottleneck_with_a_small_standing_queue() {
     assert!(util >= 0.90, "utilization {util}");
     assert!(mean_q < 0.1 * bdp, "standing queue {mean_q} B vs BDP {bdp} B");
 }
+
+#[test]
+fn hptcp_gives_a_new_flow_its_fair_share_within_a_few_rtts() {
+    let extra = r#"
+[[workloads]]
+kind = "flows"
+flows = [{ src = 1, dst = 2, size = "12MB", start = "1ms" }]
+[output.cwnd]
+interval = "1us"
+flows = [0, 1]
+"#;
+    let text = two_flows("hptcp", extra).replace("senders = [0, 1]", "senders = [0]");
+    let world = run_text(&text, &[]);
+    let rtt = world.flows()[0].base_rtt;
+    // Ten base RTTs after the newcomer starts, both windows sit within 20% of each other.
+    let at = Time::from_secs_f64(1e-3) + Time(10 * rtt.0);
+    let cwnd_at = |flow: u32| {
+        world.cwnd_samples().iter().filter(|s| s.flow == flow && s.t <= at).last().map(|s| s.cwnd as f64).unwrap()
+    };
+    let (a, b) = (cwnd_at(0), cwnd_at(1));
+    eprintln!("cwnd after 10 RTTs: old {a} new {b}");
+    assert!((a / b - 1.0).abs() < 0.2, "old {a} vs new {b}");
+}
+
+/// Two hosts per leaf, two leaves, one spine: h0 -> h2 crosses leaf0, the spine and leaf1
+/// (TTL 63, 62, 61 after each decrement). Fabric links are slower than host links, so the first
+/// hop (leaf0 -> spine) is where h0 -> h2 and h1 -> h3 queue.
+const THREE_HOPS: &str = r#"
+[sim]
+duration = "3ms"
+[topology]
+kind = "leaf_spine"
+hosts_per_leaf = 2
+leaves = 2
+spines = 1
+host_rate = "100Gbps"
+host_delay = "1us"
+fabric_rate = "10Gbps"
+fabric_delay = "1us"
+[switch]
+buffer = "8MB"
+[switch.ecn]
+mode = "step"
+k = "200KB"
+[int]
+all_flows = true
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 2
+[[workloads]]
+kind = "bulk"
+senders = [1]
+receiver = 3
+[output.telemetry]
+interval = "0us"
+flows = [0]
+[output.queues]
+interval = "1us"
+ports = ["sw0->sw2"]
+"#;
+
+#[test]
+fn three_hop_path_carries_the_max_the_hop_that_set_it_and_the_latency_sum() {
+    let world = run_text(THREE_HOPS, &[]);
+    let base = world.flows()[0].base_rtt;
+    let rows: Vec<_> = world.telemetry().rows().iter().filter(|r| r.t > Time::from_secs_f64(1e-3)).collect();
+    assert!(rows.len() > 100);
+    // The queue at the first hop outranks the utilization of the two later hops: every echo is
+    // on the queue branch and names hop TTL 63.
+    use sluice_sim::cc::IntReading;
+    assert!(rows.iter().all(|r| matches!(r.echo.reading, IntReading::QueueBytes(_)) && r.echo.hop_id == 63));
+    // Lat sums the residence times along the path, which is the RTT above the base RTT (ACKs
+    // do not queue on the reverse path): compare the means.
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let lat = mean(rows.iter().map(|r| r.echo.path_latency.secs_f64()).collect());
+    let queueing = mean(rows.iter().map(|r| r.srtt.secs_f64() - base.secs_f64()).collect());
+    eprintln!("mean path latency {lat:e} s, srtt - base {queueing:e} s");
+    assert!((lat / queueing - 1.0).abs() < 0.15, "latency {lat} vs queueing {queueing}");
+    // And the echoed queue matches the sampled depth of that port (8 KiB buckets, smoothed RTT
+    // apart): within 25% on average.
+    let q_int = mean(rows.iter().map(|r| if let IntReading::QueueBytes(b) = r.echo.reading { b as f64 } else { 0.0 }).collect());
+    let q_port = mean(world.queue_samples().iter().filter(|s| s.t > Time::from_secs_f64(1e-3)).map(|s| s.bytes as f64).collect());
+    assert!((q_int / q_port - 1.0).abs() < 0.25, "echoed {q_int} vs sampled {q_port}");
+}
+
+#[test]
+fn the_echo_reaches_the_sender_within_one_rtt_of_the_congestion() {
+    // A lone flow h0 -> h2 runs on an empty path; at 1 ms a second sender starts into the same
+    // port and builds a queue.
+    let extra = r#"
+[int]
+all_flows = true
+[[workloads]]
+kind = "flows"
+flows = [{ src = 1, dst = 2, size = "20MB", start = "1ms" }]
+[output.telemetry]
+interval = "0us"
+flows = [0]
+"#;
+    let text = two_flows("dctcp", extra).replace("senders = [0, 1]", "senders = [0]").replace("interval = \"1us\"", "interval = \"100ns\"");
+    let world = run_text(&text, &[]);
+    use sluice_sim::cc::IntReading;
+    let threshold = 8192;
+    let onset = world.queue_samples().iter().find(|s| s.t >= Time::from_secs_f64(1e-3) && s.bytes >= threshold).unwrap().t;
+    let first = world
+        .telemetry()
+        .rows()
+        .iter()
+        .find(|r| r.t >= onset && matches!(r.echo.reading, IntReading::QueueBytes(_)))
+        .unwrap();
+    let delay = first.t - onset;
+    eprintln!("queue at {onset}, first echo of it at {} ({delay} later, srtt {})", first.t, first.srtt);
+    assert!(delay <= first.srtt, "echo {delay} after the queue formed, srtt {}", first.srtt);
+}
+
+#[test]
+fn ecn_int_falls_back_to_dctcp_when_the_bottleneck_switch_has_no_int() {
+    let extra = "[int]\nlegacy_switches = [\"sw0\"]\n[output.telemetry]\ninterval = \"10us\"\n";
+    let world = run_text(&two_flows("ecn_int", extra), &[]);
+    let rows = world.telemetry().rows();
+    assert!(!rows.is_empty(), "the hosts still echo");
+    // The only switch is legacy: nobody raises INTval, so ECN+INT sees no queue and runs DCTCP.
+    use sluice_sim::cc::IntReading;
+    assert!(rows.iter().all(|r| r.echo.reading == IntReading::Utilization(0.0) && r.echo.hop_id == 0));
+    let port = world.ports().iter().find(|p| world.node_name(p.node) == "sw0" && world.node_name(p.peer_node) == "h2").unwrap();
+    assert!(port.utilization(world.now()) > 0.95);
+    // DCTCP's queue: bounded around K = 100 KB, never near the 8 MB buffer.
+    let max_q = world.queue_samples().iter().map(|s| s.bytes).max().unwrap();
+    assert!(max_q < 300_000, "max queue {max_q}");
+    assert!(world.counters().ecn_marks > 0 && world.counters().drops() == 0);
+}

@@ -11,6 +11,7 @@ mod dctcp;
 mod ecn_int;
 mod hptcp;
 mod example_aimd;
+pub mod negotiation;
 mod newreno;
 mod swift;
 

@@ -18,9 +18,9 @@ use crate::world::World;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// The exact header of `flows.csv` (a stable contract).
+/// The exact header of `flows.csv` (a stable contract), then sluice's own columns.
 pub const FLOWS_CSV_HEADER: &str =
-    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts";
+    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation";
 
 /// Formats a time as nanoseconds, with picosecond decimals only when needed.
 pub fn ns(t: Time) -> String {
@@ -49,12 +49,12 @@ pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
         let ideal = if f.size.is_some() { ns(f.ideal_fct) } else { String::new() };
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.id,
             f.src,
             f.dst,
             class.name,
-            class.cc,
+            f.sender.cc_name(),
             size,
             ns(f.start),
             finish,
@@ -62,7 +62,8 @@ pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
             ideal,
             slowdown,
             f.sender.retransmits,
-            f.sender.timeouts.len()
+            f.sender.timeouts.len(),
+            f.negotiation.label()
         )?;
     }
     Ok(())

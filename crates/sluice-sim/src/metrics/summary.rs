@@ -115,6 +115,8 @@ pub struct Summary {
     /// Histograms of the TCP-INT echoes senders received, when any flow used TCP-INT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<super::telemetry::TelemetrySummary>,
+    /// Flows per negotiation outcome ("accepted", "fallback_peer_no_int", ...).
+    pub negotiation: BTreeMap<&'static str, u64>,
     /// Packets written to `trace.pcap`, and those past `max_packets` that were not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcap: Option<PcapCounts>,
@@ -210,6 +212,10 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         data_packets: c.data_packets,
         utilization,
         telemetry: world.telemetry().summary(),
+        negotiation: crate::cc::negotiation::Negotiation::ALL
+            .iter()
+            .map(|n| (n.label(), world.flows().iter().filter(|f| f.negotiation == *n).count() as u64))
+            .collect(),
         pcap: world.capture().map(|c| PcapCounts { packets: c.packets.len() as u64, not_kept: c.overflow }),
     }
 }

@@ -38,8 +38,6 @@ pub struct PoissonLoad<'a> {
     pub start: Time,
     /// Arrivals happen in [start, start + duration).
     pub duration: Time,
-    /// Class index.
-    pub class: usize,
 }
 
 impl PoissonLoad<'_> {
@@ -60,7 +58,7 @@ impl PoissonLoad<'_> {
                     }
                 };
                 let start = self.start + Time::from_secs_f64(t);
-                out.push(FlowSpec { src, dst, size: None, start, class: self.class });
+                out.push(FlowSpec { src, dst, size: None, start, ..FlowSpec::default() });
             }
         }
         let n = out.len();
@@ -74,7 +72,7 @@ impl PoissonLoad<'_> {
 }
 
 /// A random permutation without fixed points: every host sends `size` to a distinct other host.
-pub fn permutation(hosts: &[usize], size: u64, start: Time, class: usize, rng: &mut Xoshiro256PlusPlus) -> Vec<FlowSpec> {
+pub fn permutation(hosts: &[usize], size: u64, start: Time, rng: &mut Xoshiro256PlusPlus) -> Vec<FlowSpec> {
     // Sattolo's algorithm yields a single cycle, so nobody sends to itself.
     let mut target: Vec<usize> = hosts.to_vec();
     for i in (1..target.len()).rev() {
@@ -84,17 +82,17 @@ pub fn permutation(hosts: &[usize], size: u64, start: Time, class: usize, rng: &
     hosts
         .iter()
         .zip(&target)
-        .map(|(&src, &dst)| FlowSpec { src, dst, size: Some(size), start, class })
+        .map(|(&src, &dst)| FlowSpec { src, dst, size: Some(size), start, ..FlowSpec::default() })
         .collect()
 }
 
 /// Every ordered pair of distinct hosts exchanges `size` bytes.
-pub fn all_to_all(hosts: &[usize], size: u64, start: Time, class: usize) -> Vec<FlowSpec> {
+pub fn all_to_all(hosts: &[usize], size: u64, start: Time) -> Vec<FlowSpec> {
     let mut out = Vec::with_capacity(hosts.len() * hosts.len().saturating_sub(1));
     for &src in hosts {
         for &dst in hosts {
             if src != dst {
-                out.push(FlowSpec { src, dst, size: Some(size), start, class });
+                out.push(FlowSpec { src, dst, size: Some(size), start, ..FlowSpec::default() });
             }
         }
     }
@@ -104,7 +102,6 @@ pub fn all_to_all(hosts: &[usize], size: u64, start: Time, class: usize) -> Vec<
 /// Poisson incast events: each event picks a receiver and `fan_in` distinct senders among
 /// `hosts`, each sending `size`; events arrive so that the receivers' links carry `load` on
 /// average (rate per event = load x sum of receiver link rates / (fan_in x size x 8)).
-#[allow(clippy::too_many_arguments)]
 pub fn poisson_incast(
     hosts: &[(usize, Rate)],
     fan_in: usize,
@@ -112,7 +109,6 @@ pub fn poisson_incast(
     load: f64,
     start: Time,
     duration: Time,
-    class: usize,
     rng: &mut Xoshiro256PlusPlus,
 ) -> Vec<FlowSpec> {
     let capacity: f64 = hosts.iter().map(|h| h.1 .0 as f64).sum();
@@ -124,7 +120,7 @@ pub fn poisson_incast(
         let (receiver, _) = *hosts.choose(rng).expect("hosts are validated non-empty");
         let others: Vec<usize> = hosts.iter().map(|h| h.0).filter(|&h| h != receiver).collect();
         for &src in others.choose_multiple(rng, fan_in) {
-            out.push(FlowSpec { src, dst: receiver, size: Some(size), start: Time::from_secs_f64(t), class });
+            out.push(FlowSpec { src, dst: receiver, size: Some(size), start: Time::from_secs_f64(t), ..FlowSpec::default() });
         }
         t += exp_gap(rng, gap);
     }
@@ -140,7 +136,7 @@ mod tests {
     fn permutation_is_a_derangement_covering_every_host() {
         let hosts: Vec<usize> = (0..37).collect();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let flows = permutation(&hosts, 1000, Time::ZERO, 0, &mut rng);
+        let flows = permutation(&hosts, 1000, Time::ZERO, &mut rng);
         let mut dsts: Vec<usize> = flows.iter().map(|f| f.dst).collect();
         assert!(flows.iter().all(|f| f.src != f.dst));
         dsts.sort();
@@ -149,7 +145,7 @@ mod tests {
 
     #[test]
     fn all_to_all_has_every_ordered_pair_once() {
-        let flows = all_to_all(&[0, 1, 2, 3], 10, Time::ZERO, 0);
+        let flows = all_to_all(&[0, 1, 2, 3], 10, Time::ZERO);
         assert_eq!(flows.len(), 12);
         let mut pairs: Vec<(usize, usize)> = flows.iter().map(|f| (f.src, f.dst)).collect();
         pairs.dedup();
@@ -161,7 +157,7 @@ mod tests {
         let hosts: Vec<(usize, Rate)> = (0..16).map(|h| (h, Rate(10_000_000_000))).collect();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
         let dur = Time::from_secs_f64(0.2);
-        let flows = poisson_incast(&hosts, 8, 64_000, 0.2, Time::ZERO, dur, 0, &mut rng);
+        let flows = poisson_incast(&hosts, 8, 64_000, 0.2, Time::ZERO, dur, &mut rng);
         let offered = flows.iter().map(|f| f.size.unwrap() as f64 * 8.0).sum::<f64>() / (0.2 * 16.0 * 1e10);
         // About 1250 events: the Poisson count's relative standard error is under 3%.
         assert!((offered - 0.2).abs() / 0.2 < 0.09, "offered {offered}");
@@ -187,7 +183,6 @@ mod poisson_tests {
             load: 0.5,
             start: Time::ZERO,
             duration: Time::from_secs_f64(0.1),
-            class: 0,
         };
         let flows = g.generate(&mut Xoshiro256PlusPlus::seed_from_u64(4));
         // 0.5 x 100 Gb/s x 0.1 s / 80 kbit = 62,500 arrivals.
@@ -212,7 +207,6 @@ mod poisson_tests {
             load: 0.5,
             start: Time::ZERO,
             duration: Time::from_secs_f64(2.0),
-            class: 0,
         };
         let flows = g.generate(&mut Xoshiro256PlusPlus::seed_from_u64(5));
         let mut s: Vec<u64> = flows.iter().map(|f| f.size.unwrap()).collect();

@@ -2,7 +2,7 @@
 //! receiver; the next round starts when the last response of the round has arrived.
 
 use super::app::{App, AppIo, Request};
-use super::FlowSpec;
+use super::{Classify, FlowSpec, Qos};
 use crate::time::Time;
 
 /// Rounds of N-to-1 responses.
@@ -12,7 +12,8 @@ pub struct IncastRounds {
     size: u64,
     rounds: u32,
     start: Time,
-    class: usize,
+    class: Classify,
+    qos: Qos,
     round: u32,
     round_start: Time,
     pending: usize,
@@ -20,8 +21,8 @@ pub struct IncastRounds {
 
 impl IncastRounds {
     /// `rounds` rounds of `size` bytes from each sender to `receiver`, the first at `start`.
-    pub fn new(senders: Vec<usize>, receiver: usize, size: u64, rounds: u32, start: Time, class: usize) -> Self {
-        IncastRounds { senders, receiver, size, rounds, start, class, round: 0, round_start: start, pending: 0 }
+    pub fn new(senders: Vec<usize>, receiver: usize, size: u64, rounds: u32, start: Time, class: Classify, qos: Qos) -> Self {
+        IncastRounds { senders, receiver, size, rounds, start, class, qos, round: 0, round_start: start, pending: 0 }
     }
 
     fn begin_round(&mut self, now: Time, io: &mut AppIo) {
@@ -29,7 +30,7 @@ impl IncastRounds {
         self.round_start = now;
         self.pending = self.senders.len();
         for &s in &self.senders {
-            let spec = FlowSpec { src: s, dst: self.receiver, size: Some(self.size), start: now, class: self.class };
+            let spec = FlowSpec { src: s, dst: self.receiver, size: Some(self.size), start: now, class: (self.class)(s, self.receiver), qos: self.qos };
             io.open.push((spec, self.round));
         }
     }
@@ -47,7 +48,7 @@ impl App for IncastRounds {
     fn on_delivered(&mut self, _tag: u32, now: Time, io: &mut AppIo) {
         self.pending -= 1;
         if self.pending == 0 {
-            io.completed.push(Request { class: self.class, start: self.round_start, end: now });
+            io.completed.push(Request { class: (self.class)(self.senders[0], self.receiver), start: self.round_start, end: now });
             if self.round < self.rounds {
                 self.begin_round(now, io);
             }

@@ -50,7 +50,7 @@ impl SizeSource {
 }
 
 /// One flow to start: endpoints as host ordinals, size (None = endless), start time, class index.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowSpec {
     /// Sending host ordinal.
     pub src: usize,
@@ -62,6 +62,50 @@ pub struct FlowSpec {
     pub start: Time,
     /// Index into the scenario's class table.
     pub class: usize,
+    /// The application's QoS: a rate the NIC holds the flow to, and a completion deadline.
+    pub qos: Qos,
+}
+
+/// What an application asks of the network for a flow, besides its class.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Qos {
+    /// The NIC's token bucket holds the flow to this rate.
+    pub target_rate: Option<Rate>,
+    /// The flow should complete within this time of its start.
+    pub deadline: Option<Time>,
+}
+
+/// Picks a flow's class from its endpoints (rules may name host sets).
+pub type Classify = Arc<dyn Fn(usize, usize) -> usize + Send + Sync>;
+
+/// The administrator's class selection: QoS intents mapped by the policy table, then match
+/// rules in class-name order, then `default`.
+#[derive(Clone, Debug, Default)]
+pub struct ClassRules {
+    /// Index of the `default` class.
+    pub default: usize,
+    /// Intent name ("latency_sensitive", "bulk", "target_rate", "deadline") to class index.
+    pub intents: Vec<(String, usize)>,
+    /// Classes with match rules, in class-name order.
+    pub rules: Vec<(usize, crate::scenario::MatchRules)>,
+}
+
+impl ClassRules {
+    /// The class of a flow from `src` to `dst` of a workload with `tag`, `dst_port` and `intent`.
+    pub fn classify(&self, tag: Option<&str>, dst_port: Option<u16>, intent: Option<&str>, src: usize, dst: usize) -> usize {
+        if let Some(c) = intent.and_then(|i| self.intents.iter().find(|(n, _)| n == i)) {
+            return c.1;
+        }
+        for (class, r) in &self.rules {
+            let tag_ok = r.tags.as_ref().is_none_or(|t| tag.is_some_and(|tag| t.iter().any(|x| x == tag)));
+            let port_ok = r.dst_ports.as_ref().is_none_or(|p| dst_port.is_some_and(|d| p.contains(&d)));
+            let host_ok = r.hosts.as_ref().is_none_or(|h| h.contains(&src) || h.contains(&dst));
+            if tag_ok && port_ok && host_ok {
+                return *class;
+            }
+        }
+        self.default
+    }
 }
 
 /// One entry of an explicit flow list.
@@ -136,6 +180,16 @@ pub struct WorkloadConfig {
     pub response_cdf: Option<String>,
     /// kind = "rpc": pause between a response and the next request (default 0).
     pub think_time: Option<Time>,
+    /// A tag class match rules can select on.
+    pub tag: Option<String>,
+    /// The flows' destination (service) port, for match rules.
+    pub dst_port: Option<u16>,
+    /// QoS intent: "latency_sensitive" or "bulk"; the scenario's `[policy]` maps it to a class.
+    pub intent: Option<String>,
+    /// QoS intent: hold each flow to this rate (the NIC's token bucket); mapped by `policy.target_rate`.
+    pub target_rate: Option<Rate>,
+    /// QoS intent: each flow should finish within this time; mapped by `policy.deadline`.
+    pub deadline: Option<Time>,
 }
 
 /// What a workload needs to know about the scenario to produce flows.
@@ -150,6 +204,8 @@ pub struct WorkloadContext<'a> {
     pub class_names: &'a [String],
     /// The run's seed; each workload draws from its own stream of it.
     pub seed: u64,
+    /// Class selection for flows of workloads that name no class.
+    pub rules: Arc<ClassRules>,
 }
 
 /// A workload's traffic: flows known up front and, for closed-loop kinds, an application.
@@ -188,6 +244,7 @@ impl WorkloadConfig {
             ("response_cdf", self.response_cdf.is_some()),
             ("think_time", self.think_time.is_some()),
         ];
+        // Class selection (tag, dst_port, intent) and QoS keys apply to every kind.
         p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
     }
 
@@ -202,7 +259,38 @@ impl WorkloadConfig {
                 format!("{at}.class: unknown class \"{name}\"; defined classes: {}", ctx.class_names.join(", "))
             })
         };
-        let class = class_of(self.class.as_deref(), key)?;
+        // An explicit class wins; otherwise the intent (through the policy table), the match
+        // rules and `default` decide per flow.
+        let intent: Option<&str> = match (&self.intent, self.target_rate, self.deadline) {
+            (Some(i), _, _) => {
+                if !["latency_sensitive", "bulk"].contains(&i.as_str()) {
+                    return Err(format!("{key}.intent: expected \"latency_sensitive\" or \"bulk\", got \"{i}\""));
+                }
+                Some(i)
+            }
+            (None, Some(_), _) => Some("target_rate"),
+            (None, None, Some(_)) => Some("deadline"),
+            _ => None,
+        };
+        if let Some(i) = intent {
+            if self.class.is_none() && !ctx.rules.intents.iter().any(|(n, _)| n == i) {
+                return Err(format!("{key}.intent: no class for intent \"{i}\"; add policy.{i} = \"<class>\""));
+            }
+        }
+        if self.target_rate.is_some_and(|r| r.0 == 0) {
+            return Err(format!("{key}.target_rate: expected a positive rate like \"2Gbps\""));
+        }
+        let qos = Qos { target_rate: self.target_rate, deadline: self.deadline };
+        let pick: Classify = match self.class.as_deref() {
+            Some(name) => {
+                let c = class_of(Some(name), key)?;
+                Arc::new(move |_, _| c)
+            }
+            None => {
+                let (rules, tag, port, intent) = (ctx.rules.clone(), self.tag.clone(), self.dst_port, intent.map(String::from));
+                Arc::new(move |s, d| rules.classify(tag.as_deref(), port, intent.as_deref(), s, d))
+            }
+        };
         let host = |h: usize, at: String| -> Result<usize, String> {
             if h < hosts {
                 Ok(h)
@@ -269,7 +357,13 @@ impl WorkloadConfig {
         };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ (0x1000 + index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let start = self.start.unwrap_or_default();
-        let flows = |flows: Vec<FlowSpec>| Ok(Generated { flows, app: None });
+        let flows = |mut flows: Vec<FlowSpec>| {
+            for f in &mut flows {
+                f.class = pick(f.src, f.dst);
+                f.qos = qos;
+            }
+            Ok(Generated { flows, app: None })
+        };
         match kind {
             "flows" => {
                 only(&["flows"])?;
@@ -286,11 +380,11 @@ impl WorkloadConfig {
                     }
                     let class = match &f.class {
                         Some(c) => class_of(Some(c), &at)?,
-                        None => class,
+                        None => pick(src, dst),
                     };
-                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class });
+                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos });
                 }
-                flows(out)
+                Ok(Generated { flows: out, app: None })
             }
             "trace" => {
                 only(&["file", "format"])?;
@@ -308,7 +402,7 @@ impl WorkloadConfig {
                 trace::validate(&parsed, hosts, &name)?;
                 flows(parsed
                     .iter()
-                    .map(|f| FlowSpec { src: f.src, dst: f.dst, size: Some(f.size_bytes), start: f.start, class })
+                    .map(|f| FlowSpec { src: f.src, dst: f.dst, size: Some(f.size_bytes), start: f.start, ..FlowSpec::default() })
                     .collect())
             }
             "bulk" => {
@@ -325,7 +419,7 @@ impl WorkloadConfig {
                     if src == dst {
                         return Err(format!("{key}.senders[{i}]: host {src} is also the receiver"));
                     }
-                    out.push(FlowSpec { src, dst, size: self.size.map(|b| b.0), start, class });
+                    out.push(FlowSpec { src, dst, size: self.size.map(|b| b.0), start, ..FlowSpec::default() });
                 }
                 flows(out)
             }
@@ -350,7 +444,6 @@ impl WorkloadConfig {
                     load: load_of(self.load)?,
                     start,
                     duration: duration_of(self.duration)?,
-                    class,
                 };
                 flows(gen.generate(&mut rng))
             }
@@ -359,9 +452,9 @@ impl WorkloadConfig {
                 let members = host_list(&self.hosts, "hosts", 2)?;
                 let size = positive_size(self.size, "size")?;
                 if kind == "permutation" {
-                    flows(generators::permutation(&members, size, start, class, &mut rng))
+                    flows(generators::permutation(&members, size, start, &mut rng))
                 } else {
-                    flows(generators::all_to_all(&members, size, start, class))
+                    flows(generators::all_to_all(&members, size, start))
                 }
             }
             "incast" if self.load.is_some() => {
@@ -375,7 +468,7 @@ impl WorkloadConfig {
                 }
                 let size = positive_size(self.size, "size")?;
                 let (load, duration) = (load_of(self.load)?, duration_of(self.duration)?);
-                flows(generators::poisson_incast(&members, fan_in, size, load, start, duration, class, &mut rng))
+                flows(generators::poisson_incast(&members, fan_in, size, load, start, duration, &mut rng))
             }
             "incast" => {
                 only(&["senders", "receiver", "size", "rounds", "start"])?;
@@ -391,7 +484,7 @@ impl WorkloadConfig {
                 if rounds == 0 {
                     return Err(format!("{key}.rounds: expected at least 1 round"));
                 }
-                let app = incast::IncastRounds::new(senders, receiver, size, rounds, start, class);
+                let app = incast::IncastRounds::new(senders, receiver, size, rounds, start, pick, qos);
                 Ok(Generated { flows: Vec::new(), app: Some(Box::new(app)) })
             }
             "rpc" => {
@@ -419,7 +512,8 @@ impl WorkloadConfig {
                     think_time: self.think_time.unwrap_or_default(),
                     start,
                     stop: start + duration_of(self.duration)?,
-                    class,
+                    class: pick,
+                    qos,
                 };
                 Ok(Generated { flows: Vec::new(), app: Some(Box::new(rpc::RpcClients::new(cfg, rng))) })
             }

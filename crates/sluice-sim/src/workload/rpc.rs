@@ -3,7 +3,7 @@
 //! and the client waits a think time before issuing the next.
 
 use super::app::{App, AppIo, Request};
-use super::{FlowSpec, SizeSource};
+use super::{Classify, FlowSpec, Qos, SizeSource};
 use crate::time::Time;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -26,8 +26,10 @@ pub struct RpcConfig {
     pub start: Time,
     /// No request is issued at or after this time.
     pub stop: Time,
-    /// Class index of both directions.
-    pub class: usize,
+    /// Picks the class of each flow from its endpoints.
+    pub class: Classify,
+    /// QoS of every flow.
+    pub qos: Qos,
 }
 
 /// Where one outstanding-request slot is.
@@ -74,7 +76,8 @@ impl RpcClients {
         let pick = self.rng.gen_range(0..choices);
         let server = *self.cfg.servers.iter().filter(|&&s| s != client).nth(pick).expect("pick < choices");
         let size = self.cfg.request.draw(&mut self.rng);
-        io.open.push((FlowSpec { src: client, dst: server, size: Some(size), start: now, class: self.cfg.class }, slot as u32));
+        let class = (self.cfg.class)(client, server);
+        io.open.push((FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos }, slot as u32));
         self.slots[slot] = Slot::Requesting { server, since: now };
     }
 }
@@ -97,11 +100,13 @@ impl App for RpcClients {
             Slot::Requesting { server, since } => {
                 let size = self.cfg.response.draw(&mut self.rng);
                 let client = self.client(slot);
-                io.open.push((FlowSpec { src: server, dst: client, size: Some(size), start: now, class: self.cfg.class }, tag));
+                let class = (self.cfg.class)(server, client);
+                io.open.push((FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos }, tag));
                 self.slots[slot] = Slot::Responding { since };
             }
             Slot::Responding { since } => {
-                io.completed.push(Request { class: self.cfg.class, start: since, end: now });
+                let class = (self.cfg.class)(self.client(slot), self.cfg.servers[0]);
+                io.completed.push(Request { class, start: since, end: now });
                 if self.cfg.think_time == Time::ZERO {
                     self.issue(slot, now, io);
                 } else {

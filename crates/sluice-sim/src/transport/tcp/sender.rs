@@ -122,6 +122,11 @@ impl Sender {
         self.int.is_some()
     }
 
+    /// The registry name of the algorithm the flow runs.
+    pub fn cc_name(&self) -> &'static str {
+        self.cc.name()
+    }
+
     /// Whether the flow's algorithm consumes TCP-INT.
     pub fn cc_needs_int(&self) -> bool {
         self.cc.needs_int()

@@ -1,0 +1,100 @@
+//! Connection-setup negotiation (the open CC architecture): the SYN proposes the class's algorithm
+//! family and what it needs from the peer and the path; the answer says what the peer supports.
+//! When something needed is missing, the flow falls back to the class's fallback algorithm.
+
+/// What a proposed algorithm needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer {
+    /// TCP-INT echoes from the peer and INT-capable switches on the path.
+    pub needs_int: bool,
+    /// ECN marks on the path (per-packet echo, DCTCP-style).
+    pub needs_ecn: bool,
+}
+
+/// What the two hosts and the path between them support.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Support {
+    /// The sender's stack speaks TCP-INT.
+    pub local_int: bool,
+    /// The receiver's stack speaks TCP-INT.
+    pub peer_int: bool,
+    /// At least one switch on the path stamps TCP-INT.
+    pub path_int: bool,
+    /// Every switch on the path marks ECN.
+    pub path_ecn: bool,
+}
+
+/// A flow's negotiation outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Negotiation {
+    /// The proposed algorithm runs.
+    Accepted,
+    /// Fell back: the sender's own stack lacks TCP-INT.
+    LocalLacksInt,
+    /// Fell back: the receiver did not answer with TCP-INT support.
+    PeerLacksInt,
+    /// Fell back: no INT-capable switch on the path.
+    PathLacksInt,
+    /// Fell back: a switch on the path does not mark ECN.
+    PathLacksEcn,
+}
+
+impl Negotiation {
+    /// Every outcome, in report order.
+    pub const ALL: [Negotiation; 5] = [
+        Negotiation::Accepted,
+        Negotiation::LocalLacksInt,
+        Negotiation::PeerLacksInt,
+        Negotiation::PathLacksInt,
+        Negotiation::PathLacksEcn,
+    ];
+
+    /// The label in `flows.csv` and `summary.json`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Negotiation::Accepted => "accepted",
+            Negotiation::LocalLacksInt => "fallback_local_no_int",
+            Negotiation::PeerLacksInt => "fallback_peer_no_int",
+            Negotiation::PathLacksInt => "fallback_path_no_int",
+            Negotiation::PathLacksEcn => "fallback_path_no_ecn",
+        }
+    }
+}
+
+/// Decides whether the offer stands; the first missing need names the outcome.
+pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
+    if offer.needs_int {
+        if !support.local_int {
+            return Negotiation::LocalLacksInt;
+        }
+        if !support.peer_int {
+            return Negotiation::PeerLacksInt;
+        }
+        if !support.path_int {
+            return Negotiation::PathLacksInt;
+        }
+    }
+    if offer.needs_ecn && !support.path_ecn {
+        return Negotiation::PathLacksEcn;
+    }
+    Negotiation::Accepted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: Support = Support { local_int: true, peer_int: true, path_int: true, path_ecn: true };
+
+    #[test]
+    fn a_missing_need_names_the_fallback_and_unneeded_features_do_not_matter() {
+        let int = Offer { needs_int: true, needs_ecn: true };
+        assert_eq!(negotiate(int, ALL), Negotiation::Accepted);
+        assert_eq!(negotiate(int, Support { peer_int: false, ..ALL }), Negotiation::PeerLacksInt);
+        assert_eq!(negotiate(int, Support { path_int: false, ..ALL }), Negotiation::PathLacksInt);
+        assert_eq!(negotiate(int, Support { path_ecn: false, ..ALL }), Negotiation::PathLacksEcn);
+        let plain = Offer { needs_int: false, needs_ecn: false };
+        let none = Support { local_int: false, peer_int: false, path_int: false, path_ecn: false };
+        assert_eq!(negotiate(plain, none), Negotiation::Accepted);
+    }
+}

@@ -1,0 +1,60 @@
+//! Connection-setup negotiation: a class whose algorithm needs TCP-INT falls back to its fallback
+//! algorithm when the receiver's stack or the path lacks it.
+
+mod common;
+
+use common::run_text;
+use sluice_sim::cc::negotiation::Negotiation;
+
+const SCENARIO: &str = r#"
+[topology]
+kind = "star"
+hosts = 4
+host_rate = "25Gbps"
+host_delay = "1us"
+[switch.ecn]
+mode = "step"
+k = "40KB"
+[int]
+legacy_hosts = [2]
+[classes.storage]
+cc = "ecn_int"
+fallback = "dctcp"
+[[workloads]]
+kind = "flows"
+class = "storage"
+flows = [
+  { src = 0, dst = 1, size = "1MB" },
+  { src = 0, dst = 2, size = "1MB" },
+  { src = 3, dst = 1, size = "1MB" },
+]
+"#;
+
+#[test]
+fn an_int_class_falls_back_when_the_receiver_lacks_tcp_int() {
+    let world = run_text(SCENARIO, &[]);
+    let f = world.flows();
+    let outcome: Vec<(Negotiation, &str, bool)> =
+        f.iter().map(|f| (f.negotiation, f.sender.cc_name(), f.sender.int_enabled())).collect();
+    assert_eq!(
+        outcome,
+        [
+            (Negotiation::Accepted, "ecn_int", true),
+            (Negotiation::PeerLacksInt, "dctcp", false),
+            (Negotiation::Accepted, "ecn_int", true),
+        ]
+    );
+    assert!(f.iter().all(|f| f.finish.is_some()));
+}
+
+#[test]
+fn a_fabric_of_legacy_switches_is_a_path_without_int() {
+    let world = run_text(SCENARIO, &["int.legacy_switches=[\"sw0\"]", "int.legacy_hosts=[]"]);
+    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::PathLacksInt && f.sender.cc_name() == "dctcp"));
+}
+
+#[test]
+fn dctcp_without_ecn_marking_on_the_path_falls_back_to_the_default_fallback() {
+    let world = run_text(SCENARIO, &["switch.ecn.mode=\"off\"", "classes.storage.cc=\"dctcp\"", "classes.storage.fallback=\"cubic\""]);
+    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::PathLacksEcn && f.sender.cc_name() == "cubic"));
+}
