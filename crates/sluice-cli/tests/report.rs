@@ -112,19 +112,22 @@ fn quickstart_report_has_the_summary_figures_and_decodable_plots() {
     // Self-contained: no external references, every figure embedded and also written beside it.
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http") && !html.contains("<link"));
     let pngs = embedded_pngs(&html);
-    assert_eq!(pngs.len(), 3, "slowdown vs size, FCT CDF, queue depth");
+    assert_eq!(pngs.len(), 4, "slowdown vs size, FCT CDF, queue depth, port utilization");
     for (i, png) in pngs.iter().enumerate() {
-        assert_eq!(check_png(png, &format!("embedded image {i}")), (960, 540));
+        let (w, h) = check_png(png, &format!("embedded image {i}"));
+        // The utilization bars grow with the number of ports; the other plots are 960 x 540.
+        assert!(w == 960 && (h == 540 || i == 3), "embedded image {i} is {w} x {h}");
     }
-    for file in ["slowdown_vs_size.png", "fct_cdf.png", "queue_depth.png"] {
+    for file in ["slowdown_vs_size.png", "fct_cdf.png", "queue_depth.png", "utilization.png"] {
         let bytes = std::fs::read(dir.path().join(file)).unwrap_or_else(|_| panic!("{file} written"));
         check_png(&bytes, file);
         assert!(pngs.contains(&bytes), "{file} is the image embedded in report.html");
     }
     // quickstart samples 10 ports of sw0 (one twice): 8 drawn, the rest folded.
     assert!(html.contains("10 ports: the 8 with the highest peak are drawn; the other 2 are folded"), "queue caption");
-    // What the run did not record is said, not silently skipped.
-    for absent in ["cwnd.csv", "utilization.csv", "telemetry.csv", "fct_buckets.csv"] {
+    // What the run did not record is said, not silently skipped (every run writes
+    // utilization.csv and fct_buckets.csv).
+    for absent in ["cwnd.csv", "telemetry.csv"] {
         assert!(html.contains(&format!("<li><code>{absent}</code> was not recorded")), "{absent}");
     }
     assert!(!dir.path().join("cwnd.png").exists());
@@ -134,11 +137,11 @@ fn quickstart_report_has_the_summary_figures_and_decodable_plots() {
 fn dctcp_report_plots_queue_and_cwnd_and_says_why_fct_plots_are_missing() {
     let dir = run_scenario("scenarios/dctcp_two_flows.toml");
     let html = report(dir.path());
-    for file in ["queue_depth.png", "cwnd.png"] {
+    for file in ["queue_depth.png", "cwnd.png", "utilization.png"] {
         let bytes = std::fs::read(dir.path().join(file)).unwrap_or_else(|_| panic!("{file} written"));
         check_png(&bytes, file);
     }
-    assert_eq!(embedded_pngs(&html).len(), 2);
+    assert_eq!(embedded_pngs(&html).len(), 3);
     // Two bulk flows that never finish: no size, no FCT.
     assert!(html.contains("No finished flow has a size and a slowdown"));
     assert!(html.contains("flows.csv has no finished flow: FCT CDF not drawn."));
