@@ -1,6 +1,7 @@
-//! The `sluice` command: run, check and list.
+//! The `sluice` command: run, check, list, sweep and report.
 
 mod report;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -47,6 +48,8 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Run a scenario over every combination of --grid values and tabulate summary.json figures.
+    Sweep(sweep::SweepArgs),
     /// List congestion-control algorithms with their parameters, topologies and workloads.
     List,
     /// Plot a run's output directory and write report.html (with the plots embedded) into it.
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
             run(&scenario, &out, &overrides, quiet)
         }
         Command::Check { scenario, overrides } => check(&scenario, &overrides),
+        Command::Sweep(args) => sweep::run(args),
         Command::List => {
             list();
             Ok(())
