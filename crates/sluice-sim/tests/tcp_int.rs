@@ -173,18 +173,20 @@ flows = [0]
 }
 
 #[test]
-fn ecn_int_falls_back_to_dctcp_when_the_bottleneck_switch_has_no_int() {
-    let extra = "[int]\nlegacy_switches = [\"sw0\"]\n[output.telemetry]\ninterval = \"10us\"\n";
-    let world = run_text(&two_flows("ecn_int", extra), &[]);
-    let rows = world.telemetry().rows();
-    assert!(!rows.is_empty(), "the hosts still echo");
-    // The only switch is legacy: nobody raises INTval, so ECN+INT sees no queue and runs DCTCP.
+fn ecn_int_runs_as_dctcp_when_the_bottleneck_hop_has_no_int() {
+    // The three-hop path with its queueing first hop (leaf sw0) a legacy switch: the spine and
+    // the far leaf still stamp, so negotiation accepts ECN+INT, but no echo can report the queue.
+    let world = run_text(THREE_HOPS, &["classes.default.cc=\"ecn_int\"", "int.legacy_switches=[\"sw0\"]"]);
+    use sluice_sim::cc::negotiation::Negotiation;
+    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::Accepted && f.sender.cc_name() == "ecn_int"));
+    let rows: Vec<_> = world.telemetry().rows().iter().filter(|r| r.t > Time::from_secs_f64(1e-3)).collect();
+    assert!(rows.len() > 100, "the hosts still echo");
     use sluice_sim::cc::IntReading;
-    assert!(rows.iter().all(|r| r.echo.reading == IntReading::Utilization(0.0) && r.echo.hop_id == 0));
-    let port = world.ports().iter().find(|p| world.node_name(p.node) == "sw0" && world.node_name(p.peer_node) == "h2").unwrap();
-    assert!(port.utilization(world.now()) > 0.95);
-    // DCTCP's queue: bounded around K = 100 KB, never near the 8 MB buffer.
-    let max_q = world.queue_samples().iter().map(|s| s.bytes).max().unwrap();
-    assert!(max_q < 300_000, "max queue {max_q}");
+    assert!(rows.iter().all(|r| matches!(r.echo.reading, IntReading::Utilization(_)) && r.echo.hop_id != 63));
+    // DCTCP's part holds the queue at the legacy hop near K = 200 KB with the link full.
+    let port = world.ports().iter().find(|p| world.node_name(p.node) == "sw0" && world.node_name(p.peer_node) == "sw2").unwrap();
+    assert!(port.utilization(world.now()) > 0.95, "{}", port.utilization(world.now()));
+    let max_q = world.queue_samples().iter().filter(|s| s.t > Time::from_secs_f64(1e-3)).map(|s| s.bytes).max().unwrap();
+    assert!(max_q < 400_000, "max queue {max_q}");
     assert!(world.counters().ecn_marks > 0 && world.counters().drops() == 0);
 }

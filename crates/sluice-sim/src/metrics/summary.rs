@@ -115,11 +115,23 @@ pub struct Summary {
     /// Histograms of the TCP-INT echoes senders received, when any flow used TCP-INT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<super::telemetry::TelemetrySummary>,
+    /// Flows with an application deadline: finished within it, and not (late or unfinished).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadlines: Option<DeadlineCounts>,
     /// Flows per negotiation outcome ("accepted", "fallback_peer_no_int", ...).
     pub negotiation: BTreeMap<&'static str, u64>,
     /// Packets written to `trace.pcap`, and those past `max_packets` that were not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcap: Option<PcapCounts>,
+}
+
+/// Deadline outcomes.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeadlineCounts {
+    /// Finished within the deadline.
+    pub met: u64,
+    /// Finished late or not at all.
+    pub missed: u64,
 }
 
 /// What the packet capture kept.
@@ -212,6 +224,11 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         data_packets: c.data_packets,
         utilization,
         telemetry: world.telemetry().summary(),
+        deadlines: {
+            let with: Vec<_> = world.flows().iter().filter_map(|f| f.deadline.map(|d| (f, d))).collect();
+            let met = with.iter().filter(|(f, d)| f.finish.is_some_and(|end| end - f.start <= *d)).count() as u64;
+            (!with.is_empty()).then_some(DeadlineCounts { met, missed: with.len() as u64 - met })
+        },
         negotiation: crate::cc::negotiation::Negotiation::ALL
             .iter()
             .map(|n| (n.label(), world.flows().iter().filter(|f| f.negotiation == *n).count() as u64))
