@@ -721,14 +721,34 @@ impl World {
     /// Whether the host has a control packet queued or an active flow the window lets send.
     fn nic_has_backlog(&self, h: u32) -> bool {
         let nic = &self.nics[h as usize];
-        !nic.ctrl.is_empty() || nic.active.iter().any(|&f| self.flows[f as usize].sender.has_sendable())
+        !nic.ctrl.is_empty() || nic.active.iter().any(|f| self.flows[f as usize].sender.has_sendable())
     }
 
-    /// The CC engine's scheduler: round robin over active flows, skipping paced ones.
+    /// The CC engine's scheduler: the highest-priority band with a flow ready to send, round robin
+    /// within it, skipping flows their pacer or rate limiter holds back.
     fn next_data_packet(&mut self, h: u32, now: Time) -> Option<Packet> {
         let mut earliest: Option<Time> = None;
-        for _ in 0..self.nics[h as usize].active.len() {
-            let f = self.nics[h as usize].active.pop_front()?;
+        let bands = self.nics[h as usize].active.bands();
+        for band in 0..bands {
+            if let Some(pkt) = self.next_in_band(h, band, now, &mut earliest) {
+                return Some(pkt);
+            }
+        }
+        if let Some(t) = earliest {
+            let nic = &mut self.nics[h as usize];
+            if nic.wake_at.is_none_or(|w| w > t) {
+                nic.wake_at = Some(t);
+                self.q.push(t, Event::NicWake(h));
+            }
+        }
+        None
+    }
+
+    /// One round-robin pass over a priority band; notes the earliest time a held flow may send.
+    fn next_in_band(&mut self, h: u32, band: usize, now: Time, earliest: &mut Option<Time>) -> Option<Packet> {
+        let prio = band as u8;
+        for _ in 0..self.nics[h as usize].active.band_len(band) {
+            let f = self.nics[h as usize].active.pop(band)?;
             let flow = &mut self.flows[f as usize];
             // The CC's pacer and the application's rate limiter both gate the flow.
             let mut ready = flow.sender.pace_next;
@@ -737,8 +757,8 @@ impl World {
             }
             if ready > now {
                 if flow.sender.has_sendable() {
-                    earliest = Some(earliest.map_or(ready, |e| e.min(ready)));
-                    self.nics[h as usize].active.push_back(f);
+                    *earliest = Some(earliest.map_or(ready, |e| e.min(ready)));
+                    self.nics[h as usize].active.push(prio, f);
                 } else {
                     flow.in_active = false;
                 }
@@ -748,15 +768,8 @@ impl World {
                 flow.in_active = false;
                 continue;
             };
-            self.nics[h as usize].active.push_back(f);
+            self.nics[h as usize].active.push(prio, f);
             return Some(self.emit_segment(f, seg, now));
-        }
-        if let Some(t) = earliest {
-            let nic = &mut self.nics[h as usize];
-            if nic.wake_at.is_none_or(|w| w > t) {
-                nic.wake_at = Some(t);
-                self.q.push(t, Event::NicWake(h));
-            }
         }
         None
     }
@@ -807,7 +820,7 @@ impl World {
         let h = flow.src;
         if !flow.in_active {
             flow.in_active = true;
-            self.nics[h as usize].active.push_back(f);
+            self.nics[h as usize].active.push(flow.prio, f);
         }
         self.nic_send(h, now);
     }

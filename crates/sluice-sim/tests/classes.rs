@@ -88,3 +88,31 @@ fn an_intent_without_a_policy_entry_is_an_error_naming_the_key() {
     };
     assert!(err.contains("workloads[4].intent") && err.contains("policy.latency_sensitive"), "{err}");
 }
+
+#[test]
+fn the_nic_serves_a_higher_priority_class_first() {
+    let text = r#"
+[topology]
+kind = "star"
+hosts = 3
+host_rate = "10Gbps"
+host_delay = "1us"
+[switch]
+priorities = 2
+[classes.high]
+cc = "cubic"
+priority = 0
+[classes.low]
+cc = "cubic"
+priority = 1
+[[workloads]]
+kind = "flows"
+flows = [{ src = 0, dst = 2, size = "2MB", class = "low" }, { src = 0, dst = 1, size = "2MB", class = "high" }]
+"#;
+    let world = run_text(text, &[]);
+    let (low, high) = (&world.flows()[0], &world.flows()[1]);
+    // Both start together from one NIC; the high class has the NIC to itself until it is done.
+    let high_fct = (high.finish.unwrap() - high.start).secs_f64();
+    assert!(high_fct < 1.25 * high.ideal_fct.secs_f64(), "high FCT {high_fct} vs ideal {}", high.ideal_fct);
+    assert!(low.finish.unwrap() > high.finish.unwrap());
+}

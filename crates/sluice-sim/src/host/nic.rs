@@ -1,6 +1,7 @@
 //! A host NIC: control packets first, then data from active flows in round robin, each flow held
 //! back by its pacer. This is where the CC engine's scheduler and pacer live.
 
+use super::scheduler::Scheduler;
 use crate::packet::Packet;
 use crate::time::Time;
 use std::collections::VecDeque;
@@ -14,8 +15,8 @@ pub struct Nic {
     pub port: u32,
     /// ACKs and handshake packets, sent before any data.
     pub ctrl: VecDeque<Packet>,
-    /// Flows that may have data to send, in round-robin order.
-    pub active: VecDeque<u32>,
+    /// Flows that may have data to send: priority bands, round robin within each.
+    pub active: Scheduler,
     /// A pacing wake-up is scheduled for this time.
     pub wake_at: Option<Time>,
 }
