@@ -451,7 +451,7 @@ fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<(), Strin
             return Ok(());
         }
         let here = keys[..=i].join(".");
-        if let Some(idx) = keys[i + 1].parse::<usize>().ok() {
+        if let Ok(idx) = keys[i + 1].parse::<usize>() {
             let arr = table
                 .get_mut(k)
                 .and_then(|it| it.as_array_of_tables_mut())

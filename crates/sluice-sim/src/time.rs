@@ -152,9 +152,9 @@ impl Rate {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let b = self.0;
-        if b % 1_000_000_000 == 0 {
+        if b.is_multiple_of(1_000_000_000) {
             write!(f, "{}Gbps", b / 1_000_000_000)
-        } else if b % 1_000_000 == 0 {
+        } else if b.is_multiple_of(1_000_000) {
             write!(f, "{}Mbps", b / 1_000_000)
         } else {
             write!(f, "{b}bps")
@@ -222,7 +222,7 @@ fn parse_scaled(num: &str, scale: u64) -> Option<u64> {
     let mut unit = scale as u128;
     for c in frac.chars() {
         let d = c.to_digit(10)? as u128;
-        if unit % 10 != 0 {
+        if !unit.is_multiple_of(10) {
             if d != 0 {
                 return None; // finer than the unit can hold (e.g. "0.5ps")
             }

@@ -28,7 +28,7 @@ impl TokenBucket {
             } else {
                 // Advance only by the time the whole bytes took, so fractions are not lost.
                 self.tokens += added;
-                self.at = self.at + Time(added as u128 as u64 * 8_000_000_000_000 / self.rate.0);
+                self.at += Time((added as u128 * 8_000_000_000_000 / self.rate.0 as u128) as u64);
             }
         }
     }

@@ -54,7 +54,7 @@ impl TxMeter {
         let k = (now - self.start).0 / self.window.0;
         self.prev = if k == 1 { self.cur } else { 0 };
         self.cur = 0;
-        self.start = self.start + Time(k * self.window.0);
+        self.start += Time(k * self.window.0);
     }
 
     /// Counts `bytes` leaving at `now`.
