@@ -120,35 +120,25 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
         Some(_) => notes.push("No finished flow has a size and a slowdown: slowdown vs flow size not drawn.".into()),
         None => {}
     }
+    // Each series file present gives a figure, or a note saying why none was drawn.
+    let mut add = |drawn: Option<Figure>, why: &str| match drawn {
+        Some(f) => figures.push(f),
+        None => notes.push(why.into()),
+    };
     if let Some(flows) = &inputs.flows {
-        match fct_cdf(flows)? {
-            Some(f) => figures.push(f),
-            None => notes.push("flows.csv has no finished flow: FCT CDF not drawn.".into()),
-        }
+        add(fct_cdf(flows)?, "flows.csv has no finished flow: FCT CDF not drawn.");
     }
     if let Some(q) = &inputs.queues {
-        match queue_depth(q)? {
-            Some(f) => figures.push(f),
-            None => notes.push("queues.csv has no plottable samples: queue depth not drawn.".into()),
-        }
+        add(queue_depth(q)?, "queues.csv has no plottable samples: queue depth not drawn.");
     }
     if let Some(c) = &inputs.cwnd {
-        match cwnd(c)? {
-            Some(f) => figures.push(f),
-            None => notes.push("cwnd.csv has no plottable samples: cwnd not drawn.".into()),
-        }
+        add(cwnd(c)?, "cwnd.csv has no plottable samples: cwnd not drawn.");
     }
     if let Some(u) = &inputs.utilization {
-        match utilization(u)? {
-            Some(f) => figures.push(f),
-            None => notes.push("utilization.csv has no plottable ports: utilization not drawn.".into()),
-        }
+        add(utilization(u)?, "utilization.csv has no plottable ports: utilization not drawn.");
     }
     if let Some(t) = &inputs.telemetry {
-        match telemetry(t)? {
-            Some(f) => figures.push(f),
-            None => notes.push("telemetry.csv has no plottable samples: telemetry not drawn.".into()),
-        }
+        add(telemetry(t)?, "telemetry.csv has no plottable samples: telemetry not drawn.");
     }
     Ok(figures)
 }
