@@ -179,6 +179,15 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
             summary.ecn_marks,
             summary.timeouts
         );
+        if let (Some(n), Some(lat)) = (&summary.requests, &summary.request_latency_ns) {
+            eprintln!(
+                "requests {} ({:.3} M/s); latency mean {:.1} us, p99 {:.1} us",
+                n.completed,
+                n.per_s / 1e6,
+                lat.mean / 1e3,
+                lat.p99 / 1e3
+            );
+        }
         eprintln!("wrote {}", out.display());
     }
     Ok(())

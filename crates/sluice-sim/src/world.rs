@@ -23,6 +23,7 @@ use crate::workload::app::{App, AppIo, Request};
 use crate::workload::FlowSpec;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::{HashMap, VecDeque};
 
 /// Everything that happens, dispatched by one `match` in [`World::step`].
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +105,9 @@ pub struct Flow {
     limiter: Option<TokenBucket>,
     /// The application that opened the flow and its tag, for closed-loop traffic.
     pub app: Option<(u32, u32)>,
+    /// On a persistent connection: where each message the receiver still awaits ends, with its
+    /// application tag, in sending order.
+    messages: VecDeque<(u64, u32)>,
     /// Sender half.
     pub sender: Sender,
     /// Receiver half.
@@ -207,6 +211,8 @@ pub struct World {
     nics: Vec<Nic>,
     routes: Routes,
     flows: Vec<Flow>,
+    /// Persistent connections by (source, destination, class).
+    connections: HashMap<(usize, usize, usize), u32>,
     /// Flows known at build time, started in order by a chain of events; later ones come from apps.
     static_flows: usize,
     next_start: usize,
@@ -327,6 +333,7 @@ impl World {
             nics,
             routes,
             flows: Vec::with_capacity(p.flows.len()),
+            connections: HashMap::new(),
             static_flows: p.flows.len(),
             next_start: 0,
             apps: p.apps,
@@ -455,6 +462,7 @@ impl World {
             ideal_fct,
             rx_done: None,
             app: None,
+            messages: VecDeque::new(),
             negotiation,
             deadline: spec.qos.deadline,
             // A burst of two full frames lets the limiter keep a window-limited flow busy.
@@ -844,14 +852,7 @@ impl World {
             }
             let template = Packet { flow: f, src: flow.src, dst: flow.dst, prio: flow.prio, ..Packet::default() };
             let (early, plan) = flow.receiver.on_segment(&pkt, now);
-            if flow.rx_done.is_none() && flow.size == Some(flow.receiver.delivered) {
-                flow.rx_done = Some(now);
-                if let Some((a, tag)) = flow.app {
-                    let mut io = std::mem::take(&mut self.app_io);
-                    self.apps[a as usize].on_delivered(tag, now, &mut io);
-                    self.apply_app_io(a, io, now);
-                }
-            }
+            self.deliver_to_app(f, now);
             let flow = &mut self.flows[f as usize];
             if let Some(mut a) = early {
                 a.hash = flow.hash_rev;
@@ -899,6 +900,33 @@ impl World {
         }
     }
 
+    /// Tells the flow's application what the receiver now has in full: the whole flow, or on a
+    /// persistent connection each message up to the bytes delivered in order.
+    fn deliver_to_app(&mut self, f: u32, now: Time) {
+        let flow = &mut self.flows[f as usize];
+        let delivered = flow.receiver.delivered;
+        let Some((a, flow_tag)) = flow.app else {
+            if flow.rx_done.is_none() && flow.size == Some(delivered) {
+                flow.rx_done = Some(now);
+            }
+            return;
+        };
+        let mut io = std::mem::take(&mut self.app_io);
+        if flow.sender.is_persistent() {
+            while let Some(&(end, tag)) = flow.messages.front() {
+                if end > delivered {
+                    break;
+                }
+                flow.messages.pop_front();
+                self.apps[a as usize].on_delivered(tag, now, &mut io);
+            }
+        } else if flow.rx_done.is_none() && flow.size == Some(delivered) {
+            flow.rx_done = Some(now);
+            self.apps[a as usize].on_delivered(flow_tag, now, &mut io);
+        }
+        self.apply_app_io(a, io, now);
+    }
+
     fn on_flow_start(&mut self, f: u32, now: Time) {
         if (f as usize) < self.static_flows {
             self.next_start = f as usize + 1;
@@ -932,6 +960,29 @@ impl World {
             let f = self.add_flow(&spec);
             self.flows[f as usize].app = Some((a, tag));
             self.q.push(spec.start.max(now), Event::FlowStart(f));
+        }
+        for (spec, tag) in io.send.drain(..) {
+            let size = spec.size.expect("messages have a size");
+            let key = (spec.src, spec.dst, spec.class);
+            if let Some(&f) = self.connections.get(&key) {
+                let flow = &mut self.flows[f as usize];
+                flow.sender.append(size);
+                flow.size = flow.sender.size();
+                flow.messages.push_back((flow.size.expect("a persistent connection has a size"), tag));
+                if flow.sender.phase == Phase::Established {
+                    self.activate(f, now);
+                }
+            } else {
+                let f = self.add_flow(&spec);
+                // A connection outlives its messages: the run ends without waiting for it.
+                self.unfinished -= 1;
+                let flow = &mut self.flows[f as usize];
+                flow.sender.make_persistent();
+                flow.app = Some((a, 0));
+                flow.messages.push_back((size, tag));
+                self.connections.insert(key, f);
+                self.q.push(spec.start.max(now), Event::FlowStart(f));
+            }
         }
         for (at, tag) in io.timers.drain(..) {
             self.q.push(at, Event::AppTimer(a, tag));

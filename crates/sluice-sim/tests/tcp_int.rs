@@ -71,7 +71,7 @@ flows = [0, 1]
     // Ten base RTTs after the newcomer starts, both windows sit within 20% of each other.
     let at = Time::from_secs_f64(1e-3) + Time(10 * rtt.0);
     let cwnd_at = |flow: u32| {
-        world.cwnd_samples().iter().filter(|s| s.flow == flow && s.t <= at).last().map(|s| s.cwnd as f64).unwrap()
+        world.cwnd_samples().iter().filter(|s| s.flow == flow && s.t <= at).next_back().map(|s| s.cwnd as f64).unwrap()
     };
     let (a, b) = (cwnd_at(0), cwnd_at(1));
     eprintln!("cwnd after 10 RTTs: old {a} new {b}");
@@ -189,4 +189,27 @@ fn ecn_int_runs_as_dctcp_when_the_bottleneck_hop_has_no_int() {
     let max_q = world.queue_samples().iter().filter(|s| s.t > Time::from_secs_f64(1e-3)).map(|s| s.bytes).max().unwrap();
     assert!(max_q < 400_000, "max queue {max_q}");
     assert!(world.counters().ecn_marks > 0 && world.counters().drops() == 0);
+}
+
+/// The TCP-INT storage demo: ECN+INT holds the clients' downlink queues far below DCTCP's K, so
+/// 4 KB reads wait less. The published testbed measured -43% average and -23% p99 latency and
+/// 2.5x requests/s; this fabric gives about -25%, -30% and 1.3x over 10 ms, so the test asks for
+/// at least 10% on each over 3 ms.
+#[test]
+fn ecn_int_beats_dctcp_on_the_storage_demo() {
+    let run = |cc: &str| {
+        let cc = format!("classes.storage.cc={cc}");
+        let w = common::run_file("scenarios/tcp_int_storage.toml", &["sim.duration=3ms", "workloads.0.duration=3ms", &cc]);
+        let lat: Vec<f64> = w.requests().iter().map(|r| (r.end - r.start).secs_f64()).collect();
+        let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+        let mut sorted = lat.clone();
+        sorted.sort_by(f64::total_cmp);
+        let p99 = sorted[(0.99 * (sorted.len() - 1) as f64).round() as usize];
+        (mean, p99, lat.len())
+    };
+    let (dctcp, ecn_int) = (run("dctcp"), run("ecn_int"));
+    eprintln!("dctcp {dctcp:?}, ecn_int {ecn_int:?}");
+    assert!(ecn_int.0 < 0.9 * dctcp.0, "mean latency: ecn_int {} vs dctcp {}", ecn_int.0, dctcp.0);
+    assert!(ecn_int.1 < 0.9 * dctcp.1, "p99 latency: ecn_int {} vs dctcp {}", ecn_int.1, dctcp.1);
+    assert!(ecn_int.2 as f64 > 1.1 * dctcp.2 as f64, "requests: ecn_int {} vs dctcp {}", ecn_int.2, dctcp.2);
 }

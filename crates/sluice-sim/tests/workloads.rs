@@ -141,3 +141,43 @@ fn a_bad_cdf_is_rejected_naming_its_file_and_line() {
         assert!(err.contains("workloads[0].cdf") && err.contains(name) && err.contains(line), "{name}: {err}");
     }
 }
+
+#[test]
+fn persistent_connections_carry_every_request_on_two_flows_at_one_rtt_each() {
+    let persistent = RPC.replace("outstanding = 1", "outstanding = 1\nconnections = \"persistent\"");
+    let world = run_text(&persistent, &[]);
+    let flows = world.flows();
+    // One connection each way, reused: its bytes are the sum of its messages, in order.
+    assert_eq!(flows.len(), 2);
+    let reqs = world.requests();
+    assert!(reqs.len() >= 5, "{} requests", reqs.len());
+    let (up, down) = (&flows[0], &flows[1]);
+    assert_eq!((up.src, up.dst, down.src, down.dst), (0, 3, 3, 0));
+    assert_eq!(up.receiver.delivered, reqs.len() as u64 * 20_000);
+    assert_eq!(down.receiver.delivered, reqs.len() as u64 * 200_000);
+    // Once the window has opened, a request costs one round trip plus serializing both messages
+    // at 10 Gb/s (headers included); the first ones pay slow start.
+    let rtt = up.base_rtt.secs_f64();
+    let serialize = |payload: f64| (payload / 1448.0).ceil() * 1538.0 * 8.0 / 10e9;
+    let ideal = rtt + serialize(20_000.0) + serialize(200_000.0);
+    for (i, r) in reqs.iter().enumerate().skip(2) {
+        let latency = (r.end - r.start).secs_f64();
+        assert!(latency >= ideal - 1e-6 && latency <= ideal + rtt, "request {i}: {latency} vs ideal {ideal} (RTT {rtt})");
+    }
+    // The same exchange on a new connection per request starts from the initial window each time:
+    // 10 segments against a 25 KB BDP cost it close to a round trip per request.
+    let fresh = run_text(RPC, &[]);
+    let mean = |w: &World| w.requests().iter().skip(2).map(|r| (r.end - r.start).secs_f64()).sum::<f64>() / (w.requests().len() - 2) as f64;
+    assert!(mean(&world) < mean(&fresh) - 0.5 * rtt, "persistent {} vs per request {}", mean(&world), mean(&fresh));
+}
+
+#[test]
+fn an_unknown_connection_mode_is_rejected_naming_the_key() {
+    let bad = RPC.replace("outstanding = 1", "outstanding = 1\nconnections = \"pooled\"");
+    let loaded = scenario::parse(&bad, "s.toml", Path::new("."), &[]).unwrap();
+    let err = match World::build(&loaded) {
+        Ok(_) => panic!("connections = \"pooled\" accepted"),
+        Err(e) => loaded.error_at(e).to_string(),
+    };
+    assert!(err.contains("workloads[0].connections") && err.contains("persistent"), "{err}");
+}

@@ -9,6 +9,9 @@ use crate::time::Time;
 pub struct AppIo {
     /// Flows to open now (or at the spec's start time if later), with the tag reported on arrival.
     pub open: Vec<(FlowSpec, u32)>,
+    /// Messages to send now on the persistent connection from `src` to `dst` in the spec's class
+    /// (the first message opens it), each with the tag reported once the receiver has all of it.
+    pub send: Vec<(FlowSpec, u32)>,
     /// Timers to fire at a time, with a tag.
     pub timers: Vec<(Time, u32)>,
     /// Requests (or rounds) that completed.
@@ -32,7 +35,7 @@ pub trait App: Send {
     fn start_time(&self) -> Time;
     /// Called once at `start_time`.
     fn start(&mut self, now: Time, io: &mut AppIo);
-    /// The receiver of a flow this application opened got its last byte.
+    /// The receiver of a flow (or message) this application opened got its last byte.
     fn on_delivered(&mut self, tag: u32, now: Time, io: &mut AppIo);
     /// A timer this application set fired.
     fn on_timer(&mut self, _tag: u32, _now: Time, _io: &mut AppIo) {}

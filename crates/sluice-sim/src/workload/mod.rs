@@ -180,6 +180,9 @@ pub struct WorkloadConfig {
     pub response_cdf: Option<String>,
     /// kind = "rpc": pause between a response and the next request (default 0).
     pub think_time: Option<Time>,
+    /// kind = "rpc": "per_request" (a new connection for every request and response, the
+    /// default) or "persistent" (messages on one long-lived connection per client and server).
+    pub connections: Option<String>,
     /// A tag class match rules can select on.
     pub tag: Option<String>,
     /// The flows' destination (service) port, for match rules.
@@ -243,6 +246,7 @@ impl WorkloadConfig {
             ("response_size", self.response_size.is_some()),
             ("response_cdf", self.response_cdf.is_some()),
             ("think_time", self.think_time.is_some()),
+            ("connections", self.connections.is_some()),
         ];
         // Class selection (tag, dst_port, intent) and QoS keys apply to every kind.
         p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
@@ -490,7 +494,7 @@ impl WorkloadConfig {
             "rpc" => {
                 only(&[
                     "clients", "servers", "outstanding", "request_size", "request_cdf", "response_size", "response_cdf",
-                    "think_time", "start", "duration",
+                    "think_time", "connections", "start", "duration",
                 ])?;
                 required(self.clients.is_some(), "clients")?;
                 required(self.servers.is_some(), "servers")?;
@@ -503,12 +507,22 @@ impl WorkloadConfig {
                 if outstanding == 0 {
                     return Err(format!("{key}.outstanding: expected at least 1 request per client"));
                 }
+                let persistent = match self.connections.as_deref() {
+                    None | Some("per_request") => false,
+                    Some("persistent") => true,
+                    Some(other) => {
+                        return Err(format!(
+                            "{key}.connections: expected \"per_request\" or \"persistent\", got \"{other}\""
+                        ))
+                    }
+                };
                 let cfg = rpc::RpcConfig {
                     clients,
                     servers,
                     outstanding,
                     request: sizes(self.request_size, &self.request_cdf, "request")?,
                     response: sizes(self.response_size, &self.response_cdf, "response")?,
+                    persistent,
                     think_time: self.think_time.unwrap_or_default(),
                     start,
                     stop: start + duration_of(self.duration)?,

@@ -1,6 +1,7 @@
 //! Closed-loop request/response clients: each client keeps a number of requests outstanding; a
 //! request is a flow to a server, the response a flow back once the server has the whole request,
-//! and the client waits a think time before issuing the next.
+//! and the client waits a think time before issuing the next. Each request and response is a new
+//! connection, or a message on a persistent connection per client, server and direction.
 
 use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos, SizeSource};
@@ -20,6 +21,9 @@ pub struct RpcConfig {
     pub request: SizeSource,
     /// Response sizes.
     pub response: SizeSource,
+    /// Requests and responses travel as messages on one persistent connection per client, server
+    /// and direction instead of a new connection each.
+    pub persistent: bool,
     /// Wait between a response arriving and the next request on that slot.
     pub think_time: Time,
     /// When clients start.
@@ -65,6 +69,15 @@ impl RpcClients {
         self.cfg.clients[slot / self.cfg.outstanding]
     }
 
+    /// Sends a request or response: a new connection, or a message on the persistent one.
+    fn transfer(&self, spec: FlowSpec, tag: u32, io: &mut AppIo) {
+        if self.cfg.persistent {
+            io.send.push((spec, tag));
+        } else {
+            io.open.push((spec, tag));
+        }
+    }
+
     /// Issues the next request on `slot`, unless the stop time has passed.
     fn issue(&mut self, slot: usize, now: Time, io: &mut AppIo) {
         if now >= self.cfg.stop {
@@ -77,7 +90,8 @@ impl RpcClients {
         let server = *self.cfg.servers.iter().filter(|&&s| s != client).nth(pick).expect("pick < choices");
         let size = self.cfg.request.draw(&mut self.rng);
         let class = (self.cfg.class)(client, server);
-        io.open.push((FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos }, slot as u32));
+        let spec = FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos };
+        self.transfer(spec, slot as u32, io);
         self.slots[slot] = Slot::Requesting { server, since: now };
     }
 }
@@ -101,7 +115,8 @@ impl App for RpcClients {
                 let size = self.cfg.response.draw(&mut self.rng);
                 let client = self.client(slot);
                 let class = (self.cfg.class)(server, client);
-                io.open.push((FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos }, tag));
+                let spec = FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos };
+                self.transfer(spec, tag, io);
                 self.slots[slot] = Slot::Responding { since };
             }
             Slot::Responding { since } => {

@@ -63,6 +63,8 @@ pub struct Sender {
     pub phase: Phase,
     /// Data bytes to send; `None` for an endless bulk flow.
     size: Option<u64>,
+    /// A persistent connection: the application appends messages, so it never sends FIN or ends.
+    persistent: bool,
     /// Oldest unacknowledged byte.
     pub una: u64,
     /// Next new byte to send (the highest sent so far).
@@ -138,6 +140,7 @@ impl Sender {
         Sender {
             phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
             size,
+            persistent: false,
             una: 0,
             nxt: 0,
             win: Window { cwnd: cfg.init_cwnd as u64 * mss, ssthresh: u64::MAX, pacing_rate: None, mss },
@@ -163,6 +166,24 @@ impl Sender {
             int: None,
             last_echo: None,
         }
+    }
+
+    /// Keeps the connection open for messages the application appends with [`Sender::append`].
+    pub fn make_persistent(&mut self) {
+        self.persistent = true;
+        self.use_fin = false;
+    }
+
+    /// True for a persistent connection.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// Queues `bytes` more data on a persistent connection. The window carries over from the
+    /// last message (Linux with `tcp_slow_start_after_idle = 0`, the usual datacenter setting).
+    pub fn append(&mut self, bytes: u64) {
+        debug_assert!(self.persistent, "only persistent connections take more data");
+        self.size = Some(self.size.unwrap_or(0) + bytes);
     }
 
     /// The ECN handling negotiated for this flow.
@@ -363,7 +384,7 @@ impl Sender {
         self.last_echo = signals.int;
         self.cc.on_ack(&signals, &mut self.win);
 
-        if self.size.is_some_and(|s| self.una >= s) {
+        if !self.persistent && self.size.is_some_and(|s| self.una >= s) {
             self.phase = Phase::Done;
             self.rto_timer.cancel();
             out.completed = true;
