@@ -71,7 +71,7 @@ flows = [0, 1]
     // Ten base RTTs after the newcomer starts, both windows sit within 20% of each other.
     let at = Time::from_secs_f64(1e-3) + Time(10 * rtt.0);
     let cwnd_at = |flow: u32| {
-        world.cwnd_samples().iter().filter(|s| s.flow == flow && s.t <= at).next_back().map(|s| s.cwnd as f64).unwrap()
+        world.cwnd_samples().iter().rfind(|s| s.flow == flow && s.t <= at).map(|s| s.cwnd as f64).unwrap()
     };
     let (a, b) = (cwnd_at(0), cwnd_at(1));
     eprintln!("cwnd after 10 RTTs: old {a} new {b}");
