@@ -310,3 +310,31 @@ fn a_directory_without_outputs_is_a_clear_error() {
     let err = report_err(&missing);
     assert!(err.contains("nope: no such directory"), "{err}");
 }
+
+#[test]
+fn requests_csv_holds_every_request_and_the_report_plots_their_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    run_ok(&["run", "scenarios/tcp_int_storage.toml", "--set", "sim.duration=1ms", "--set", "workloads.0.duration=1ms", "--out", out, "--quiet"]);
+    let text = std::fs::read_to_string(dir.path().join("requests.csv")).expect("requests.csv written");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("class,start_ns,end_ns,latency_ns"));
+    let rows: Vec<Vec<f64>> =
+        lines.map(|l| l.split(',').skip(1).map(|v| v.parse::<f64>().unwrap()).collect()).collect();
+    let s = summary(dir.path());
+    assert_eq!(rows.len() as u64, s["requests"]["completed"].as_u64().unwrap());
+    for r in &rows {
+        assert!((r[1] - r[0] - r[2]).abs() < 1e-3 && r[2] > 0.0, "{r:?}");
+    }
+    let mean = rows.iter().map(|r| r[2]).sum::<f64>() / rows.len() as f64;
+    assert!((mean - s["request_latency_ns"]["mean"].as_f64().unwrap()).abs() < 1.0, "mean {mean}");
+    let html = report(dir.path());
+    check_png(&std::fs::read(dir.path().join("request_latency_cdf.png")).unwrap(), "request_latency_cdf.png");
+    assert!(html.contains("Request latency CDF per class"), "the figure is on the page");
+    std::fs::remove_file(dir.path().join("report.html")).unwrap();
+
+    std::fs::write(dir.path().join("requests.csv"), "class,start_ns,end_ns,latency_ns\nstorage,0,10,10\nstorage,0,x,10\n")
+        .unwrap();
+    let err = report_err(dir.path());
+    assert!(err.contains("requests.csv: line 3: column `end_ns`"), "{err}");
+}

@@ -30,6 +30,7 @@ fn how_to_record(file: &str) -> &'static str {
     match file {
         "summary.json" | "flows.csv" => "written by every `sluice run`; this directory may be incomplete",
         "fct_buckets.csv" => "slowdown by size was computed from flows.csv instead",
+        "requests.csv" => "written when the run has closed-loop traffic (`rpc` or `incast` rounds)",
         "queues.csv" => "add `[output.queues]` to the scenario to sample queue depths",
         "cwnd.csv" => "add `[output.cwnd]` to the scenario to sample congestion windows",
         "utilization.csv" => "per-port utilization was not written by this run",

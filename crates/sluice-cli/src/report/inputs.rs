@@ -34,6 +34,17 @@ pub struct Flow {
     pub timeouts: u64,
 }
 
+/// One row of requests.csv: one completed request of closed-loop traffic.
+#[derive(Debug, Deserialize)]
+pub struct RequestSample {
+    pub class: String,
+    #[serde(rename = "start_ns")]
+    _start_ns: f64,
+    #[serde(rename = "end_ns")]
+    _end_ns: f64,
+    pub latency_ns: f64,
+}
+
 /// One row of queues.csv.
 #[derive(Debug, Deserialize)]
 pub struct QueueSample {
@@ -107,6 +118,7 @@ pub struct Inputs {
     pub fct_buckets: Option<Vec<FctBucket>>,
     pub utilization: Option<Vec<PortUtilization>>,
     pub telemetry: Option<Vec<TelemetrySample>>,
+    pub requests: Option<Vec<RequestSample>>,
 }
 
 /// The columns a CSV file must have, each with the form its values take.
@@ -202,9 +214,28 @@ const TELEMETRY: Spec = Spec {
     exact_prefix: false,
 };
 
+const REQUESTS: Spec = Spec {
+    file: "requests.csv",
+    columns: &[
+        ("class", "a class name"),
+        ("start_ns", NUM_NS),
+        ("end_ns", NUM_NS),
+        ("latency_ns", "a latency in nanoseconds (a number)"),
+    ],
+    exact_prefix: false,
+};
+
 /// Every file `sluice report` knows how to read, in the order the report mentions them.
-pub const KNOWN_FILES: [&str; 7] =
-    ["summary.json", "flows.csv", "fct_buckets.csv", "queues.csv", "cwnd.csv", "utilization.csv", "telemetry.csv"];
+pub const KNOWN_FILES: [&str; 8] = [
+    "summary.json",
+    "flows.csv",
+    "fct_buckets.csv",
+    "requests.csv",
+    "queues.csv",
+    "cwnd.csv",
+    "utilization.csv",
+    "telemetry.csv",
+];
 
 impl Inputs {
     /// Reads every known file in `dir`; absent files are `None`, malformed ones are errors.
@@ -224,6 +255,7 @@ impl Inputs {
             cwnd: read_csv(dir, &CWND)?,
             utilization: read_csv(dir, &UTILIZATION)?,
             telemetry: read_csv(dir, &TELEMETRY)?,
+            requests: read_csv(dir, &REQUESTS)?,
         };
         if inputs.present().iter().all(|(_, p)| !p) {
             bail!(
@@ -236,11 +268,12 @@ impl Inputs {
     }
 
     /// Each known file with whether the run wrote it.
-    pub fn present(&self) -> [(&'static str, bool); 7] {
+    pub fn present(&self) -> [(&'static str, bool); 8] {
         [
             ("summary.json", self.summary.is_some()),
             ("flows.csv", self.flows.is_some()),
             ("fct_buckets.csv", self.fct_buckets.is_some()),
+            ("requests.csv", self.requests.is_some()),
             ("queues.csv", self.queues.is_some()),
             ("cwnd.csv", self.cwnd.is_some()),
             ("utilization.csv", self.utilization.is_some()),

@@ -1,6 +1,6 @@
 //! The report's figures, drawn with plotters into RGB buffers and encoded as PNG.
 
-use super::inputs::{CwndSample, FctBucket, Flow, Inputs, PortUtilization, QueueSample, TelemetrySample};
+use super::inputs::{CwndSample, FctBucket, Flow, Inputs, PortUtilization, QueueSample, RequestSample, TelemetrySample};
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -127,6 +127,9 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
     };
     if let Some(flows) = &inputs.flows {
         add(fct_cdf(flows)?, "flows.csv has no finished flow: FCT CDF not drawn.");
+    }
+    if let Some(r) = &inputs.requests {
+        add(request_latency_cdf(r)?, "requests.csv has no completed request: request latency CDF not drawn.");
     }
     if let Some(q) = &inputs.queues {
         add(queue_depth(q)?, "queues.csv has no plottable samples: queue depth not drawn.");
@@ -311,6 +314,44 @@ fn legend<'a, X: Ranged, Y: Ranged>(chart: &mut ChartContext<'a, BitMapBackend<'
 fn fct_cdf(flows: &[Flow]) -> Result<Option<Figure>> {
     let classes =
         by_class(flows.iter().filter_map(|f| Some((f.class.clone(), f.fct_ns.filter(|v| v.is_finite() && *v > 0.0)?))));
+    let text = CdfText {
+        file: "fct_cdf.png",
+        title: "FCT CDF per class",
+        caption: "Cumulative distribution of flow completion times of finished flows, per class (log time axis).",
+        heading: "Flow completion time CDF",
+        x_desc: "flow completion time",
+        items: "flows",
+    };
+    latency_cdf(classes, &text)
+}
+
+fn request_latency_cdf(requests: &[RequestSample]) -> Result<Option<Figure>> {
+    let classes = by_class(
+        requests.iter().filter(|r| r.latency_ns.is_finite() && r.latency_ns > 0.0).map(|r| (r.class.clone(), r.latency_ns)),
+    );
+    let text = CdfText {
+        file: "request_latency_cdf.png",
+        title: "Request latency CDF per class",
+        caption: "Cumulative distribution of request latency (issue to last response byte), per class (log time axis).",
+        heading: "Request latency CDF",
+        x_desc: "request latency",
+        items: "requests",
+    };
+    latency_cdf(classes, &text)
+}
+
+/// The words around one CDF figure.
+struct CdfText {
+    file: &'static str,
+    title: &'static str,
+    caption: &'static str,
+    heading: &'static str,
+    x_desc: &'static str,
+    items: &'static str,
+}
+
+/// A CDF per class of positive times in nanoseconds, on a log time axis.
+fn latency_cdf(classes: Vec<(String, Vec<f64>)>, text: &CdfText) -> Result<Option<Figure>> {
     if classes.is_empty() {
         return Ok(None);
     }
@@ -326,24 +367,22 @@ fn fct_cdf(flows: &[Flow]) -> Result<Option<Figure>> {
             .map(|(i, x)| (*x, (i + 1) as f64 / n as f64))
             .collect();
         pts.insert(0, (v[0], 0.0));
-        curves.push((format!("{class} ({n} flows)"), pts));
+        curves.push((format!("{class} ({n} {})", text.items), pts));
     }
     let lo = curves.iter().map(|(_, p)| p[0].0).fold(f64::INFINITY, f64::min);
     let hi = curves.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(0.0, f64::max);
     let u = time_unit(hi);
-    let caption =
-        "Cumulative distribution of flow completion times of finished flows, per class (log time axis).".to_string();
-    render("fct_cdf.png", "FCT CDF per class".into(), caption, (WIDTH, HEIGHT), |root| {
+    render(text.file, text.title.into(), text.caption.into(), (WIDTH, HEIGHT), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption("Flow completion time CDF", (FONT_NAME, 22))
+            .caption(text.heading, (FONT_NAME, 22))
             .margin(14)
             .x_label_area_size(50)
             .y_label_area_size(70)
             .build_cartesian_2d((lo / u.div / 1.25..hi / u.div * 1.25).log_scale(), 0.0..1.0)?;
         chart
             .configure_mesh()
-            .x_desc(format!("flow completion time ({}, log scale)", u.name))
-            .y_desc("fraction of flows")
+            .x_desc(format!("{} ({}, log scale)", text.x_desc, u.name))
+            .y_desc(format!("fraction of {}", text.items))
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .label_style((FONT_NAME, 14))

@@ -10,7 +10,7 @@ pub mod telemetry;
 
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
-pub use series::{write_cwnd_csv, write_queues_csv, write_utilization_csv};
+pub use series::{write_cwnd_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
 pub use summary::{summarize, Summary};
 
 use crate::time::Time;
@@ -101,6 +101,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if !world.queue_samples().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("queues.csv"))?);
         write_queues_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if !world.requests().is_empty() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("requests.csv"))?);
+        write_requests_csv(world, &mut w)?;
         w.flush()?;
     }
     if !world.cwnd_samples().is_empty() {

@@ -23,6 +23,16 @@ pub fn write_cwnd_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `requests.csv` (`class,start_ns,end_ns,latency_ns`): every completed request (or
+/// incast round) of closed-loop traffic, in completion order.
+pub fn write_requests_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "class,start_ns,end_ns,latency_ns")?;
+    for r in world.requests() {
+        writeln!(out, "{},{},{},{}", world.classes()[r.class].name, ns(r.start), ns(r.end), ns(r.end - r.start))?;
+    }
+    Ok(())
+}
+
 /// Writes `utilization.csv` (`node,port,tx_bytes,utilization`): every port's bytes sent over the
 /// run and their share of its line rate.
 pub fn write_utilization_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
