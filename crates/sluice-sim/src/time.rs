@@ -47,7 +47,7 @@ impl Time {
         Time(self.0.saturating_sub(o.0))
     }
     /// Multiplies a span by an integer, saturating.
-    pub fn mul(self, k: u64) -> Time {
+    pub fn saturating_mul(self, k: u64) -> Time {
         Time(self.0.saturating_mul(k))
     }
 

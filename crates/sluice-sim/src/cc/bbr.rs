@@ -646,7 +646,7 @@ mod tests {
         // A phase ends at the first ACK more than one min RTT after it began: every 110 us,
         // through all eight gains in order, twice.
         for (i, &(t, phase, gain)) in phases.iter().enumerate() {
-            assert_eq!(t, Time::from_us(110).mul(i as u64), "phase {i}");
+            assert_eq!(t, Time::from_us(110).saturating_mul(i as u64), "phase {i}");
             assert_eq!(phase, (PROBE_BW_START_PHASE + i) % 8);
             assert_eq!(gain, PACING_GAIN_CYCLE[phase]);
         }

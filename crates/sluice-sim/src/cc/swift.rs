@@ -156,7 +156,7 @@ impl Swift {
     /// The target delay for a path of `hops` switch hops at the current window.
     pub fn target_delay(&self, hops: Option<u8>) -> Time {
         let flow = (self.fs_alpha / self.cwnd.sqrt() + self.fs_beta).clamp(0.0, self.cfg.fs_range.secs_f64());
-        self.cfg.base_target + self.cfg.hop_scale.mul(hops.unwrap_or(0) as u64) + Time::from_secs_f64(flow)
+        self.cfg.base_target + self.cfg.hop_scale.saturating_mul(hops.unwrap_or(0) as u64) + Time::from_secs_f64(flow)
     }
 
     fn can_decrease(&self, now: Time) -> bool {

@@ -119,7 +119,7 @@ mod tests {
         let mut t = Time::ZERO;
         for _ in 0..100 {
             m.on_tx(t, 1250);
-            t = t + Time::from_secs_f64(1e-6);
+            t += Time::from_secs_f64(1e-6);
         }
         let u = m.utilization(t, rate);
         assert!((u - 1.0).abs() < 0.11, "{u}");

@@ -180,7 +180,7 @@ mod tests {
     /// Sends `n` segments from `seq0`, one every `gap` starting at `t0`.
     fn send(rs: &mut RateSampler, seq0: u64, n: u64, t0: Time, gap: Time) {
         for i in 0..n {
-            rs.on_send(seq0 + i * MSS, MSS, t0 + gap.mul(i), false);
+            rs.on_send(seq0 + i * MSS, MSS, t0 + gap.saturating_mul(i), false);
         }
     }
 

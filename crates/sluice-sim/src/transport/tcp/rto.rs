@@ -54,9 +54,9 @@ impl RttEstimator {
     pub fn rto(&self) -> Time {
         let base = match self.srtt {
             None => self.rto_init,
-            Some(s) => (s + self.rttvar.mul(4)).max(self.rto_min),
+            Some(s) => (s + self.rttvar.saturating_mul(4)).max(self.rto_min),
         };
-        base.mul(1u64 << self.backoff.min(30)).min(self.rto_max)
+        base.saturating_mul(1u64 << self.backoff.min(30)).min(self.rto_max)
     }
 
     /// Doubles the RTO after an expiry.
