@@ -8,6 +8,7 @@ use crate::host::nic::Nic;
 use crate::host::pacer::TokenBucket;
 use crate::net::link::Link;
 use crate::net::port::{Port, TxMeter};
+use crate::packet::hpcc_int::{HopRecord, HopSlab};
 use crate::packet::tcp_int::TcpInt;
 use crate::metrics::telemetry::{TelemetryLog, TelemetryRow};
 use crate::scenario::IntRuntime;
@@ -241,6 +242,8 @@ pub struct World {
     int: IntRuntime,
     telemetry: TelemetryLog,
     capture: Option<Box<Capture>>,
+    /// HPCC per-hop record stacks of the packets (and receivers) that hold one.
+    hops: HopSlab,
 }
 
 /// A seeded generator for one purpose, independent of the others.
@@ -373,6 +376,7 @@ impl World {
                 Some((interval, flows)) => TelemetryLog::new(interval, flows),
                 None => TelemetryLog::new(Time::ZERO, Some(Vec::new())),
             },
+            hops: HopSlab::default(),
         };
         for spec in &p.flows {
             world.add_flow(spec);
@@ -414,12 +418,17 @@ impl World {
         let base_rtt = self.path_rtt(src, dst, hash_fwd, hash_rev, first_frame);
         let ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt };
         let mut algo = (class.factory)(&ctx);
-        let offer = Offer { needs_int: algo.needs_int(), needs_ecn: self.tcp.ecn && algo.ecn_mode() == EcnMode::PerPacket };
-        let (mut path_int, mut path_ecn) = (false, true);
+        let offer = Offer {
+            needs_int: algo.needs_int(),
+            needs_ecn: self.tcp.ecn && algo.ecn_mode() == EcnMode::PerPacket,
+            needs_hop_records: algo.needs_hop_records(),
+        };
+        let (mut path_int, mut path_all_int, mut path_ecn) = (false, true, true);
         self.walk(src, dst, hash_fwd, |i, port| {
             if i > 0 {
                 if let Role::Switch(s) = self.roles[port.node as usize] {
                     path_int |= self.switches[s as usize].int.is_some();
+                    path_all_int &= self.switches[s as usize].int.is_some();
                     path_ecn &= self.switches[s as usize].ecn != EcnMarking::Off;
                 }
             }
@@ -429,6 +438,7 @@ impl World {
             local_int: self.int.host_supports[spec.src],
             peer_int: self.int.host_supports[spec.dst],
             path_int,
+            path_all_int,
             path_ecn,
         };
         let negotiation = negotiate(offer, support);
@@ -441,6 +451,10 @@ impl World {
         if both_support && (self.int.all_flows || sender.cc_needs_int()) {
             sender.enable_int(self.int.encoding, self.int.latency_unit);
             receiver.int_echo = Some(None);
+        }
+        if both_support && sender.cc_needs_hop_records() {
+            sender.enable_hop_records();
+            receiver.hop_records = true;
         }
         let ideal_fct = match spec.size {
             Some(s) => base_rtt + link_rate.tx_time(self.tcp.wire_bytes_for(s)),
@@ -595,6 +609,7 @@ impl World {
         pkt.ttl = pkt.ttl.saturating_sub(1);
         if pkt.ttl == 0 {
             self.counters.drops_ttl += 1;
+            self.release_hops(&pkt);
             return;
         }
         let sw = &mut self.switches[s as usize];
@@ -612,6 +627,7 @@ impl World {
         let band_bytes = port.queue.band_bytes(pkt.prio);
         if !sw.buffer.admits(band_bytes, len) {
             self.counters.drops_buffer += 1;
+            self.release_hops(&pkt);
             return;
         }
         let ecn_unable = pkt.ecn == Ecn::NotEct && sw.drop_non_ect;
@@ -620,6 +636,7 @@ impl World {
             if sw.ecn.should_mark(band_bytes, || rng.gen::<f64>()) {
                 if ecn_unable {
                     self.counters.drops_ecn_unable += 1;
+                    self.release_hops(&pkt);
                     return;
                 }
                 pkt.ecn = Ecn::Ce;
@@ -654,6 +671,7 @@ impl World {
         port.tx_packets += 1;
         if port.link.loss > 0.0 && self.rng_loss.gen::<f64>() < port.link.loss {
             self.counters.drops_link_loss += 1;
+            self.release_hops(&pkt);
             return;
         }
         let arrival = done + port.link.delay;
@@ -663,17 +681,33 @@ impl World {
         port.link.in_flight.push_back((arrival, pkt));
     }
 
-    /// A switch's egress pipeline: TCP-INT stamping on capable switches, then the wire.
+    /// A switch's egress pipeline: TCP-INT stamping and HPCC hop records on capable switches,
+    /// then the wire.
     fn switch_transmit(&mut self, s: u32, pid: u32, mut pkt: Packet, now: Time) {
         let port = &mut self.ports[pid as usize];
+        // Only ports of INT-capable switches have a meter.
         if let Some(meter) = port.meter.as_mut() {
             meter.on_tx(now, pkt.wire_bytes as u64);
             if let (Some(st), Some(opt)) = (&self.switches[s as usize].int, pkt.int.as_mut()) {
                 let util = meter.utilization(now, port.rate);
                 st.stamp(opt, port.queue.bytes(), util, pkt.ttl, now - pkt.enq_at);
             }
+            // Data collects records; an ACK's stack is the echo and passes untouched. As in HPCC's
+            // switch, txBytes excludes this packet and qlen is what stays queued behind it.
+            if let (Some(h), true) = (pkt.hops, pkt.payload > 0) {
+                let rec = HopRecord { qlen: port.queue.bytes(), tx_bytes: port.tx_bytes, ts: now, rate: port.rate };
+                self.hops.push(h, rec);
+            }
         }
         self.transmit(pid, pkt, now);
+    }
+
+    /// Frees the hop records a packet holds, when it is dropped or consumed.
+    #[inline]
+    fn release_hops(&mut self, pkt: &Packet) {
+        if let Some(h) = pkt.hops {
+            self.hops.free(h);
+        }
     }
 
     fn on_tx_done(&mut self, pid: u32, now: Time) {
@@ -786,7 +820,14 @@ impl World {
     fn emit_segment(&mut self, f: u32, seg: Segment, now: Time) -> Packet {
         let flow = &mut self.flows[f as usize];
         let int = flow.sender.int_enabled().then(TcpInt::default);
-        let wire_bytes = TcpConfig::wire_bytes(seg.len) + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
+        let mut wire_bytes = TcpConfig::wire_bytes(seg.len) + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
+        let mut hops = None;
+        if flow.sender.hop_records_enabled() {
+            wire_bytes += crate::packet::hpcc_int::HEADER_BYTES;
+            if seg.len > 0 {
+                hops = Some(self.hops.alloc());
+            }
+        }
         let pkt = Packet {
             flow: f,
             src: flow.src,
@@ -802,6 +843,7 @@ impl World {
             prio: flow.prio,
             ts: now,
             int,
+            hops,
             ..Packet::default()
         };
         if seg.len > 0 {
@@ -845,6 +887,7 @@ impl World {
         if pkt.is_forward() {
             let flow = &mut self.flows[f as usize];
             if pkt.has(flags::SYN) {
+                debug_assert!(pkt.hops.is_none(), "only data segments collect hop records");
                 let mut syn_ack = flow.receiver.build_syn_ack(&pkt);
                 syn_ack.hash = flow.hash_rev;
                 self.send_ctrl(h, syn_ack, now);
@@ -855,12 +898,19 @@ impl World {
             self.deliver_to_app(f, now);
             let flow = &mut self.flows[f as usize];
             if let Some(mut a) = early {
+                // The early ACK covers the earlier segments: it echoes their records.
+                a.hops = flow.receiver.hops_held.take();
                 a.hash = flow.hash_rev;
                 self.nics[h as usize].ctrl.push_back(a);
+            }
+            if let Some(stale) = pkt.hops.and_then(|new| flow.receiver.hops_held.replace(new)) {
+                // Delayed ACK: only the latest segment's records are echoed.
+                self.hops.free(stale);
             }
             match plan {
                 AckPlan::Now => {
                     let mut a = flow.receiver.build_ack(&template);
+                    a.hops = flow.receiver.hops_held.take();
                     a.hash = flow.hash_rev;
                     self.nics[h as usize].ctrl.push_back(a);
                 }
@@ -875,7 +925,14 @@ impl World {
             self.nic_send(h, now);
         } else {
             let flow = &mut self.flows[f as usize];
-            let out = flow.sender.on_ack(&pkt, now);
+            let out = match pkt.hops {
+                None => flow.sender.on_ack(&pkt, now),
+                Some(hi) => {
+                    let out = flow.sender.on_ack_with_hops(&pkt, Some(self.hops.get(hi)), now);
+                    self.hops.free(hi);
+                    out
+                }
+            };
             if let (true, Some(echo)) = (pkt.int.is_some(), flow.sender.last_echo) {
                 let row = TelemetryRow { t: now, flow: f, srtt: flow.sender.rtt.srtt(), cwnd: flow.sender.win.cwnd, echo };
                 self.telemetry.record(row);
@@ -1026,6 +1083,7 @@ impl World {
         }
         let template = Packet { flow: f, src: flow.src, dst: flow.dst, prio: flow.prio, ..Packet::default() };
         let mut a = flow.receiver.build_ack(&template);
+        a.hops = flow.receiver.hops_held.take();
         a.hash = flow.hash_rev;
         let h = flow.dst;
         self.send_ctrl(h, a, now);
@@ -1048,6 +1106,11 @@ impl World {
     /// Every flow, by id.
     pub fn flows(&self) -> &[Flow] {
         &self.flows
+    }
+    /// One flow, mutably: a probe may wrap the flow's algorithm before the run to watch the
+    /// signals it gets.
+    pub fn flow_mut(&mut self, id: u32) -> &mut Flow {
+        &mut self.flows[id as usize]
     }
     /// Completed requests (and incast rounds) of closed-loop applications, in completion order.
     pub fn requests(&self) -> &[Request] {
@@ -1080,6 +1143,10 @@ impl World {
     /// How the scenario asked flows to be bucketed by size.
     pub fn bucketing(&self) -> &crate::metrics::Bucketing {
         &self.bucketing
+    }
+    /// HPCC per-hop record stacks: how many are in use and the slab's high-water mark.
+    pub fn hop_slab(&self) -> &HopSlab {
+        &self.hops
     }
     /// Every port, by global id.
     pub fn ports(&self) -> &[Port] {
@@ -1146,6 +1213,19 @@ impl World {
                 c.packets_delivered,
                 c.drops(),
                 in_network
+            ));
+        }
+        // Every hop-record stack in use is held by a packet in the network or a NIC queue, or by
+        // a receiver about to echo it; anything else leaked or was freed twice.
+        let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt)));
+        let held_by_packets =
+            queued.chain(self.nics.iter().flat_map(|n| n.ctrl.iter())).filter(|p| p.hops.is_some()).count();
+        let held_hops = held_by_packets + self.flows.iter().filter(|f| f.receiver.hops_held.is_some()).count();
+        if held_hops != self.hops.in_use() {
+            return Err(format!(
+                "hop-record conservation broken: {} stacks in use != {} held by packets and receivers",
+                self.hops.in_use(),
+                held_hops
             ));
         }
         for f in &self.flows {

@@ -1,6 +1,7 @@
 //! The congestion-control platform: the algorithm trait, the signals it sees, and the registry of
 //! named algorithms with typed, validated parameters.
 
+pub use crate::packet::hpcc_int::{HopRecord, HopStack};
 pub use crate::packet::tcp_int::IntReading;
 use crate::time::{Rate, Time};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ mod bbr;
 mod cubic;
 mod dctcp;
 mod ecn_int;
+mod hpcc;
 mod hptcp;
 mod example_aimd;
 pub mod negotiation;
@@ -19,6 +21,7 @@ pub use bbr::Bbr;
 pub use cubic::Cubic;
 pub use dctcp::Dctcp;
 pub use ecn_int::EcnInt;
+pub use hpcc::Hpcc;
 pub use hptcp::Hptcp;
 pub use example_aimd::ExampleAimd;
 pub use newreno::NewReno;
@@ -53,6 +56,9 @@ pub struct AckSignals {
     pub path_hops: Option<u8>,
     /// The TCP-INT echo this ACK carried, decoded; `None` when the peer or path gave none.
     pub int: Option<IntEcho>,
+    /// HPCC's per-hop INT records the receiver echoed (the data packet's path, first switch
+    /// first); `None` when the flow carries no HPCC INT or the ACK echoed no stack.
+    pub hops: Option<HopStack>,
     /// Bytes delivered (cumulatively acked or SACKed) over the flow's life, after this ACK.
     pub delivered: u64,
     /// Delivery rate of payload bytes measured by this ACK (Linux `tcp_rate.c`); `None` when
@@ -144,6 +150,14 @@ pub trait CongestionControl: Send {
     fn needs_int(&self) -> bool {
         false
     }
+    /// Whether the algorithm consumes HPCC per-hop INT records (the flow then negotiates them:
+    /// both stacks and every switch on the path must support INT).
+    fn needs_hop_records(&self) -> bool {
+        false
+    }
+    /// Called once when the flow's sender is created, to start from a window or pacing rate other
+    /// than the transport's initial window (HPCC starts at line rate).
+    fn init(&mut self, _win: &mut Window) {}
     /// Called on every ACK that acknowledges new data or carries signals.
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window);
     /// Called on loss detection, RTO, or a classic ECN echo.
@@ -208,6 +222,13 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "HPTCP: HPCC's window control on TCP, driven by the aggregated TCP-INT value; paced",
         params: hptcp::PARAMS,
         build: hptcp::factory,
+    },
+    AlgorithmInfo {
+        name: "hpcc",
+        aliases: &[],
+        summary: "HPCC (SIGCOMM 2019): per-hop INT records, window from the most loaded hop's inflight; paced",
+        params: hpcc::PARAMS,
+        build: hpcc::factory,
     },
     AlgorithmInfo {
         name: "bbr",

@@ -9,6 +9,8 @@ pub struct Offer {
     pub needs_int: bool,
     /// ECN marks on the path (per-packet echo, DCTCP-style).
     pub needs_ecn: bool,
+    /// HPCC per-hop records: INT on both stacks and on every switch of the path.
+    pub needs_hop_records: bool,
 }
 
 /// What the two hosts and the path between them support.
@@ -20,6 +22,8 @@ pub struct Support {
     pub peer_int: bool,
     /// At least one switch on the path stamps TCP-INT.
     pub path_int: bool,
+    /// Every switch on the path is INT-capable (none legacy).
+    pub path_all_int: bool,
     /// Every switch on the path marks ECN.
     pub path_ecn: bool,
 }
@@ -37,16 +41,19 @@ pub enum Negotiation {
     PathLacksInt,
     /// Fell back: a switch on the path does not mark ECN.
     PathLacksEcn,
+    /// Fell back: per-hop records were needed but a switch on the path is a legacy (non-INT) one.
+    PathHasLegacyInt,
 }
 
 impl Negotiation {
     /// Every outcome, in report order.
-    pub const ALL: [Negotiation; 5] = [
+    pub const ALL: [Negotiation; 6] = [
         Negotiation::Accepted,
         Negotiation::LocalLacksInt,
         Negotiation::PeerLacksInt,
         Negotiation::PathLacksInt,
         Negotiation::PathLacksEcn,
+        Negotiation::PathHasLegacyInt,
     ];
 
     /// The label in `flows.csv` and `summary.json`.
@@ -57,13 +64,14 @@ impl Negotiation {
             Negotiation::PeerLacksInt => "fallback_peer_no_int",
             Negotiation::PathLacksInt => "fallback_path_no_int",
             Negotiation::PathLacksEcn => "fallback_path_no_ecn",
+            Negotiation::PathHasLegacyInt => "fallback_path_legacy_int",
         }
     }
 }
 
 /// Decides whether the offer stands; the first missing need names the outcome.
 pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
-    if offer.needs_int {
+    if offer.needs_int || offer.needs_hop_records {
         if !support.local_int {
             return Negotiation::LocalLacksInt;
         }
@@ -73,6 +81,11 @@ pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
         if !support.path_int {
             return Negotiation::PathLacksInt;
         }
+    }
+    // One summary value survives legacy hops, per-hop records do not: HPCC cannot see a
+    // bottleneck at a hop that writes no record.
+    if offer.needs_hop_records && !support.path_all_int {
+        return Negotiation::PathHasLegacyInt;
     }
     if offer.needs_ecn && !support.path_ecn {
         return Negotiation::PathLacksEcn;
@@ -84,17 +97,30 @@ pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
 mod tests {
     use super::*;
 
-    const ALL: Support = Support { local_int: true, peer_int: true, path_int: true, path_ecn: true };
+    const ALL: Support = Support { local_int: true, peer_int: true, path_int: true, path_all_int: true, path_ecn: true };
 
     #[test]
     fn a_missing_need_names_the_fallback_and_unneeded_features_do_not_matter() {
-        let int = Offer { needs_int: true, needs_ecn: true };
+        let int = Offer { needs_int: true, needs_ecn: true, needs_hop_records: false };
         assert_eq!(negotiate(int, ALL), Negotiation::Accepted);
         assert_eq!(negotiate(int, Support { peer_int: false, ..ALL }), Negotiation::PeerLacksInt);
         assert_eq!(negotiate(int, Support { path_int: false, ..ALL }), Negotiation::PathLacksInt);
         assert_eq!(negotiate(int, Support { path_ecn: false, ..ALL }), Negotiation::PathLacksEcn);
-        let plain = Offer { needs_int: false, needs_ecn: false };
-        let none = Support { local_int: false, peer_int: false, path_int: false, path_ecn: false };
+        assert_eq!(negotiate(int, Support { path_all_int: false, ..ALL }), Negotiation::Accepted, "TCP-INT needs one INT hop");
+        let plain = Offer { needs_int: false, needs_ecn: false, needs_hop_records: false };
+        let none = Support { local_int: false, peer_int: false, path_int: false, path_all_int: false, path_ecn: false };
         assert_eq!(negotiate(plain, none), Negotiation::Accepted);
+    }
+
+    #[test]
+    fn hop_records_need_both_stacks_and_every_switch() {
+        let hpcc = Offer { needs_int: false, needs_ecn: false, needs_hop_records: true };
+        assert_eq!(negotiate(hpcc, ALL), Negotiation::Accepted);
+        assert_eq!(negotiate(hpcc, Support { local_int: false, ..ALL }), Negotiation::LocalLacksInt);
+        assert_eq!(negotiate(hpcc, Support { peer_int: false, ..ALL }), Negotiation::PeerLacksInt);
+        let no_int = Support { path_int: false, path_all_int: false, ..ALL };
+        assert_eq!(negotiate(hpcc, no_int), Negotiation::PathLacksInt);
+        assert_eq!(negotiate(hpcc, Support { path_all_int: false, ..ALL }), Negotiation::PathHasLegacyInt);
+        assert_eq!(negotiate(hpcc, Support { path_ecn: false, ..ALL }), Negotiation::Accepted, "HPCC needs no ECN");
     }
 }

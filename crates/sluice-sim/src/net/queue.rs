@@ -196,6 +196,11 @@ impl PortQueue {
     pub fn len(&self) -> usize {
         self.bands.iter().map(|b| b.len()).sum()
     }
+
+    /// Every queued packet, band by band (for end-of-run accounting).
+    pub fn iter(&self) -> impl Iterator<Item = &Packet> {
+        self.bands.iter().flatten()
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Packets as plain values: the header fields the simulator acts on, and the bytes they occupy on
-//! the wire.
+//! the wire. The TCP-INT option codec and HPCC's per-hop records are submodules.
 
 use crate::time::Time;
 
+pub mod hpcc_int;
 pub mod tcp_int;
 
 /// Bytes of Ethernet framing a frame occupies on the wire beyond its IP packet: header 14, FCS 4,
@@ -104,6 +105,9 @@ pub struct Packet {
     pub int: Option<tcp_int::TcpInt>,
     /// When the packet entered the current switch's queue (for INT residence latency).
     pub enq_at: Time,
+    /// HPCC per-hop INT records in the world's slab: stamped by switches on a data packet, echoed
+    /// on an ACK; `None` for flows without HPCC INT.
+    pub hops: Option<hpcc_int::HopIdx>,
 }
 
 impl Packet {

@@ -5,6 +5,7 @@ use super::sack::RangeSet;
 use super::TcpConfig;
 use crate::cc::EcnMode;
 use crate::event::TimerSlot;
+use crate::packet::hpcc_int::HopIdx;
 use crate::packet::tcp_int::TcpInt;
 use crate::packet::{
     flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER,
@@ -46,6 +47,11 @@ pub struct Receiver {
     pub fin_received: bool,
     /// When TCP-INT is echoed: the option of the latest data segment, reflected on the next ACK.
     pub int_echo: Option<Option<TcpInt>>,
+    /// ACKs carry HPCC's INT header (the flow's data does).
+    pub hop_records: bool,
+    /// The hop records of the latest data segment not yet echoed; the world moves them onto the
+    /// next ACK (or frees them when newer records replace them).
+    pub hops_held: Option<HopIdx>,
 }
 
 impl Receiver {
@@ -67,6 +73,8 @@ impl Receiver {
             hops: None,
             fin_received: false,
             int_echo: None,
+            hop_records: false,
+            hops_held: None,
         }
     }
 
@@ -172,6 +180,9 @@ impl Receiver {
             let o = seen.unwrap_or_default();
             ack.int = Some(TcpInt { int_ecr: o.int_val, id_ecr: o.id, lat_ecr: o.lat, ..TcpInt::default() });
             ack.wire_bytes += crate::packet::tcp_int::LEN as u32;
+        }
+        if self.hop_records {
+            ack.wire_bytes += crate::packet::hpcc_int::HEADER_BYTES;
         }
         self.unacked_segments = 0;
         self.delack_timer.cancel();

@@ -6,6 +6,7 @@ use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::TcpConfig;
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, Window};
+use crate::packet::hpcc_int::HopStack;
 use crate::packet::tcp_int::IntEncoding;
 use crate::event::TimerSlot;
 use crate::packet::{flags, Packet};
@@ -106,10 +107,11 @@ pub struct Sender {
     int: Option<(IntEncoding, Time)>,
     /// The echo the last ACK carried, decoded.
     pub last_echo: Option<IntEcho>,
+    /// Segments carry HPCC's INT header.
+    hop_records: bool,
 }
 
 impl Sender {
-    /// A sender for `size` bytes (or endless), starting in SYN-SENT when `cfg.handshake`.
     /// Adds the TCP-INT option to every segment from now on (its 12 bytes come out of the MSS, as
     /// Linux reserves option space) and decodes echoes with `encoding`.
     pub fn enable_int(&mut self, encoding: IntEncoding, latency_unit: Time) {
@@ -134,16 +136,39 @@ impl Sender {
         self.cc.needs_int()
     }
 
-    pub fn new(cfg: &TcpConfig, size: Option<u64>, cc: Box<dyn CongestionControl>) -> Sender {
+    /// Whether the flow's algorithm consumes HPCC per-hop records.
+    pub fn cc_needs_hop_records(&self) -> bool {
+        self.cc.needs_hop_records()
+    }
+
+    /// Adds HPCC's INT header to every segment from now on; its bytes come out of the MSS, since
+    /// the header sits inside the IP packet the MTU bounds.
+    pub fn enable_hop_records(&mut self) {
+        if !self.hop_records {
+            self.win.mss -= crate::packet::hpcc_int::HEADER_BYTES as u64;
+        }
+        self.hop_records = true;
+    }
+
+    /// True when segments carry HPCC's INT header (data segments collect per-hop records).
+    #[inline]
+    pub fn hop_records_enabled(&self) -> bool {
+        self.hop_records
+    }
+
+    /// A sender for `size` bytes (or endless), starting in SYN-SENT when `cfg.handshake`.
+    pub fn new(cfg: &TcpConfig, size: Option<u64>, mut cc: Box<dyn CongestionControl>) -> Sender {
         let mss = cfg.mss();
         let ecn_mode = if cfg.ecn { cc.ecn_mode() } else { EcnMode::Off };
+        let mut win = Window { cwnd: cfg.init_cwnd as u64 * mss, ssthresh: u64::MAX, pacing_rate: None, mss };
+        cc.init(&mut win);
         Sender {
             phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
             size,
             persistent: false,
             una: 0,
             nxt: 0,
-            win: Window { cwnd: cfg.init_cwnd as u64 * mss, ssthresh: u64::MAX, pacing_rate: None, mss },
+            win,
             cc,
             ecn_mode,
             use_fin: cfg.handshake,
@@ -165,6 +190,7 @@ impl Sender {
             last_tx: Time::ZERO,
             int: None,
             last_echo: None,
+            hop_records: false,
         }
     }
 
@@ -288,6 +314,11 @@ impl Sender {
 
     /// Processes an ACK (or SYN-ACK) arriving at `now`.
     pub fn on_ack(&mut self, pkt: &Packet, now: Time) -> AckOutcome {
+        self.on_ack_with_hops(pkt, None, now)
+    }
+
+    /// Processes an ACK that echoed HPCC per-hop records (`hops`, read from the world's slab).
+    pub fn on_ack_with_hops(&mut self, pkt: &Packet, hops: Option<&HopStack>, now: Time) -> AckOutcome {
         let mut out = AckOutcome::default();
         self.last_echo = None;
         if self.phase == Phase::SynSent {
@@ -354,7 +385,7 @@ impl Sender {
             self.send_cwr = true;
         }
         let rs = self.rate.sample(self.rtt.min_rtt());
-        let signals = AckSignals {
+        let mut signals = AckSignals {
             now,
             acked_bytes: newly,
             ce_bytes: if self.ecn_mode == EcnMode::PerPacket && ece { newly } else { 0 },
@@ -376,11 +407,16 @@ impl Sender {
                 }),
                 _ => None,
             },
+            hops: None,
             delivered: self.rate.delivered(),
             delivery_rate: rs.delivery_rate,
             prior_delivered: rs.prior_delivered,
             is_app_limited: rs.is_app_limited,
         };
+        if let Some(h) = hops {
+            // Copied only for flows that carry records, so other flows build no 168-byte stack.
+            signals.hops = Some(*h);
+        }
         self.last_echo = signals.int;
         self.cc.on_ack(&signals, &mut self.win);
 
