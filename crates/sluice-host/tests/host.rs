@@ -921,7 +921,9 @@ fn bare_ack(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, ack:
 #[test]
 fn unload_and_down_leave_nothing_behind() {
     let _g = prerequisites();
-    let progs_before = bpf_prog_names();
+    // Programs already loaded (by other tools, or held by sockets of earlier runs) are not ours to
+    // judge: only those this test loads must be gone.
+    let progs_before: Vec<u32> = bpf_progs().into_iter().map(|(id, _)| id).collect();
     let bpffs_before = sys::run("mount", &[]).unwrap().contains(" /sys/fs/bpf type bpf");
     {
         let tb = TestbedGuard::up("slt4", 1500, 30_000);
@@ -931,7 +933,7 @@ fn unload_and_down_leave_nothing_behind() {
         let (sent, cc) = source(&tb.ns(0), tb.addr(2), 5601, 0.3).join().unwrap();
         assert_eq!(cc, "ecn_int+ecn");
         assert_eq!(s.join().unwrap(), vec![sent]);
-        let during = bpf_prog_names();
+        let during: Vec<String> = bpf_progs().into_iter().map(|(_, n)| n).collect();
         for p in ["sluice_agent", "sluice_cc_select", "sluice_ingress", "sluice_egress"] {
             // The kernel keeps 15 characters of a program's name.
             assert!(during.iter().any(|n| p.starts_with(n.as_str()) && n.len() >= 12), "{p} loaded while up");
@@ -939,14 +941,19 @@ fn unload_and_down_leave_nothing_behind() {
     }
     // Guards dropped: agent unloaded, testbed down. The kernel frees struct_ops maps and their
     // programs after an RCU grace period, so give it a few seconds.
-    let ours = |names: Vec<String>| -> Vec<String> {
-        names.into_iter().filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_")).collect()
+    let ours = |progs: Vec<(u32, String)>| -> Vec<String> {
+        progs
+            .into_iter()
+            .filter(|(id, _)| !progs_before.contains(id))
+            .map(|(_, n)| n)
+            .filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_"))
+            .collect()
     };
     let t = Instant::now();
-    let mut left = ours(bpf_prog_names());
+    let mut left = ours(bpf_progs());
     while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(200));
-        left = ours(bpf_prog_names());
+        left = ours(bpf_progs());
     }
     assert!(left.is_empty(), "programs left after {:?}: {left:?} (before the test: {} programs)", t.elapsed(), progs_before.len());
     assert!(!sys::pin_root().exists(), "pins left under {}", sys::pin_root().display());
@@ -963,9 +970,9 @@ fn unload_and_down_leave_nothing_behind() {
     assert!(!Path::new(sys::STATE_DIR).join("testbed-slt4.json").exists());
 }
 
-/// Names of the BPF programs loaded in the kernel.
-fn bpf_prog_names() -> Vec<String> {
-    let mut names = vec![];
+/// Ids and names of the BPF programs loaded in the kernel.
+fn bpf_progs() -> Vec<(u32, String)> {
+    let mut progs = vec![];
     let mut id = 0u32;
     loop {
         // SAFETY: plain BPF syscalls on ids and an owned fd.
@@ -981,10 +988,10 @@ fn bpf_prog_names() -> Vec<String> {
             let mut len = std::mem::size_of_val(&info) as u32;
             if libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) == 0 {
                 let n: Vec<u8> = info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-                names.push(String::from_utf8_lossy(&n).into_owned());
+                progs.push((id, String::from_utf8_lossy(&n).into_owned()));
             }
             libc::close(fd);
         }
     }
-    names
+    progs
 }
