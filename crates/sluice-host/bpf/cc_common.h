@@ -55,6 +55,8 @@ struct dctcp_est {
 	__u32 prior_rcv_nxt;
 	__u32 ce_state; /* receiver: CE state of the last data segment */
 	__u32 loss_cwnd;
+	__u32 ssthresh;  /* the threshold this algorithm chose last (see cc_control) */
+	__u32 last_cwnd; /* the window cc_control left, to spot a jump it did not make */
 };
 
 static __always_inline void dctcp_est_reset(const struct tcp_sock *tp, struct dctcp_est *ca)
@@ -72,6 +74,8 @@ static __always_inline void dctcp_est_init(struct sock *sk, struct dctcp_est *ca
 	ca->alpha = alpha_init > ALPHA_ONE ? ALPHA_ONE : alpha_init;
 	ca->loss_cwnd = 0;
 	ca->ce_state = 0;
+	ca->ssthresh = TCP_INFINITE_SSTHRESH;
+	ca->last_cwnd = 0;
 	dctcp_est_reset(tp, ca);
 }
 
@@ -118,7 +122,45 @@ static __always_inline void react_to_loss(struct sock *sk, struct dctcp_est *ca)
 	__u32 half = tp->snd_cwnd >> 1;
 
 	ca->loss_cwnd = tp->snd_cwnd;
-	tp->snd_ssthresh = half > 2 ? half : 2;
+	ca->ssthresh = half > 2 ? half : 2;
+	tp->snd_ssthresh = ca->ssthresh;
+}
+
+/*
+ * The kernel's per-ACK window update (tcp_congestion_ops.cong_control), taken over.
+ *
+ * On Linux 6.18 a BPF algorithm's ssthresh result does not always reach tp->snd_ssthresh: now and
+ * then the field holds the low half of a kernel return address (0x81104110,
+ * srso_alias_return_thunk+5 on this machine) although the program returned a few segments. The
+ * kernel's proportional rate reduction divides by that and sets cwnd to ~10^9; the sender then
+ * empties its buffer into the bottleneck and never comes back. A kernel-built algorithm is not
+ * affected, and neither is one whose window the BPF side owns: here the threshold is always the
+ * one this algorithm computed (ca->ssthresh), a cut is applied at once (RFC 8257's
+ * cwnd <- cwnd (1 - alpha/2)) instead of by PRR, and a window jump this code did not make is
+ * undone.
+ */
+static __always_inline void cc_control(struct sock *sk, struct dctcp_est *ca, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u8 st = inet_csk(sk)->icsk_ca_state;
+	__u32 clamp = tp->snd_cwnd_clamp;
+
+	if (ca->last_cwnd && tp->snd_cwnd > 2 * ca->last_cwnd + 16)
+		tp->snd_cwnd = ca->last_cwnd;
+	if (st == TCP_CA_CWR || st == TCP_CA_Recovery) {
+		tp->snd_ssthresh = ca->ssthresh;
+		if (tp->snd_cwnd > ca->ssthresh)
+			tp->snd_cwnd = ca->ssthresh;
+	} else {
+		if (tp->snd_ssthresh != TCP_INFINITE_SSTHRESH && tp->snd_ssthresh > clamp)
+			tp->snd_ssthresh = ca->ssthresh;
+		tcp_reno_cong_avoid(sk, ack, acked);
+	}
+	if (tp->snd_cwnd > clamp)
+		tp->snd_cwnd = clamp;
+	if (tp->snd_cwnd < 2)
+		tp->snd_cwnd = 2;
+	ca->last_cwnd = tp->snd_cwnd;
 }
 
 static __always_inline void ece_ack_cwr(struct sock *sk, __u32 ce_state)

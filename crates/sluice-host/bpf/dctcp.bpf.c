@@ -37,7 +37,8 @@ __u32 BPF_PROG(dctcp_ssthresh, struct sock *sk)
 	__u32 cwnd = tcp_sk(sk)->snd_cwnd;
 
 	ca->loss_cwnd = cwnd;
-	return cut_by_alpha(cwnd, ca->alpha);
+	ca->ssthresh = cut_by_alpha(cwnd, ca->alpha);
+	return ca->ssthresh;
 }
 
 SEC("struct_ops")
@@ -81,6 +82,13 @@ __u32 BPF_PROG(dctcp_cwnd_undo, struct sock *sk)
 }
 
 SEC("struct_ops")
+void BPF_PROG(dctcp_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+{
+	cc_control(sk, inet_csk_ca(sk), ack, rs->acked_sacked);
+}
+
+/* Required by the kernel; not called while cong_control is set. */
+SEC("struct_ops")
 void BPF_PROG(dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	tcp_reno_cong_avoid(sk, ack, acked);
@@ -93,6 +101,7 @@ struct tcp_congestion_ops dctcp = {
 	.cwnd_event = (void *)dctcp_cwnd_event,
 	.ssthresh = (void *)dctcp_ssthresh,
 	.cong_avoid = (void *)dctcp_cong_avoid,
+	.cong_control = (void *)dctcp_cong_control,
 	.undo_cwnd = (void *)dctcp_cwnd_undo,
 	.set_state = (void *)dctcp_set_state,
 	.flags = TCP_CONG_NEEDS_ECN,

@@ -95,6 +95,8 @@ void BPF_PROG(ecn_int_in_ack_event, struct sock *sk, __u32 flags)
 
 		tp->snd_cwnd = w;
 		tp->snd_ssthresh = w;
+		ca->est.ssthresh = w;
+		ca->est.last_cwnd = w;
 	}
 }
 
@@ -105,7 +107,8 @@ __u32 BPF_PROG(ecn_int_ssthresh, struct sock *sk)
 	__u32 cwnd = tcp_sk(sk)->snd_cwnd;
 
 	ca->est.loss_cwnd = cwnd;
-	return cut_by_alpha(cwnd, alpha_max(ca));
+	ca->est.ssthresh = cut_by_alpha(cwnd, alpha_max(ca));
+	return ca->est.ssthresh;
 }
 
 SEC("struct_ops")
@@ -145,6 +148,15 @@ __u32 BPF_PROG(ecn_int_undo_cwnd, struct sock *sk)
 }
 
 SEC("struct_ops")
+void BPF_PROG(ecn_int_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+{
+	struct ecn_int *ca = inet_csk_ca(sk);
+
+	cc_control(sk, &ca->est, ack, rs->acked_sacked);
+}
+
+/* Required by the kernel; not called while cong_control is set. */
+SEC("struct_ops")
 void BPF_PROG(ecn_int_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	tcp_reno_cong_avoid(sk, ack, acked);
@@ -157,6 +169,7 @@ struct tcp_congestion_ops ecn_int = {
 	.cwnd_event = (void *)ecn_int_cwnd_event,
 	.ssthresh = (void *)ecn_int_ssthresh,
 	.cong_avoid = (void *)ecn_int_cong_avoid,
+	.cong_control = (void *)ecn_int_cong_control,
 	.undo_cwnd = (void *)ecn_int_undo_cwnd,
 	.set_state = (void *)ecn_int_set_state,
 	.flags = TCP_CONG_NEEDS_ECN,

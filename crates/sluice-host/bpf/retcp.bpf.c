@@ -51,6 +51,8 @@ void BPF_PROG(retcp_in_ack_event, struct sock *sk, __u32 flags)
 	tp->snd_cwnd = w;
 	/* Where the window lands is also where a CWR episode started by this ECE must end. */
 	tp->snd_ssthresh = w;
+	ca->est.ssthresh = w;
+	ca->est.last_cwnd = w;
 }
 
 SEC("struct_ops")
@@ -62,8 +64,10 @@ __u32 BPF_PROG(retcp_ssthresh, struct sock *sk)
 	ca->est.loss_cwnd = tp->snd_cwnd;
 	/* Entered because of ECE (in_ack_event ran first): keep the window reTCP just set. */
 	if (ca->ece)
-		return tp->snd_cwnd;
-	return tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+		ca->est.ssthresh = tp->snd_cwnd;
+	else
+		ca->est.ssthresh = tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+	return ca->est.ssthresh;
 }
 
 SEC("struct_ops")
@@ -85,6 +89,15 @@ __u32 BPF_PROG(retcp_undo_cwnd, struct sock *sk)
 }
 
 SEC("struct_ops")
+void BPF_PROG(retcp_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+{
+	struct retcp *ca = inet_csk_ca(sk);
+
+	cc_control(sk, &ca->est, ack, rs->acked_sacked);
+}
+
+/* Required by the kernel; not called while cong_control is set. */
+SEC("struct_ops")
 void BPF_PROG(retcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	tcp_reno_cong_avoid(sk, ack, acked);
@@ -97,6 +110,7 @@ struct tcp_congestion_ops retcp = {
 	.cwnd_event = (void *)retcp_cwnd_event,
 	.ssthresh = (void *)retcp_ssthresh,
 	.cong_avoid = (void *)retcp_cong_avoid,
+	.cong_control = (void *)retcp_cong_control,
 	.undo_cwnd = (void *)retcp_undo_cwnd,
 	.flags = TCP_CONG_NEEDS_ECN,
 	.name = "retcp",

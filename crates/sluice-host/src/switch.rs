@@ -73,6 +73,25 @@ impl PortConfig {
         b.extend_from_slice(&0u32.to_ne_bytes());
         b
     }
+
+    /// Parses the map value; returns the config and whether sluice created the clsact qdisc.
+    pub fn from_bytes(b: &[u8]) -> Result<(PortConfig, bool)> {
+        if b.len() < 44 {
+            bail!("port config: expected at least 44 bytes, got {}", b.len());
+        }
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        let cfg = PortConfig {
+            rate_bps: u64_at(0),
+            qdepth_threshold: u64_at(8),
+            ce_threshold: u64_at(16),
+            qdepth_shift: u32_at(24),
+            util_shift: u32_at(28),
+            pinned_int_val: u32_at(32) as u8,
+            util_window_ns: u32_at(36),
+        };
+        Ok((cfg, u32_at(40) != 0))
+    }
 }
 
 /// Live state of a port (`struct port_state`).
@@ -261,6 +280,37 @@ pub fn port_state(dev: &str, netns: Option<&str>) -> Result<PortState> {
         .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
     let v = m.lookup(&ifindex.to_ne_bytes(), MapFlags::ANY)?.ok_or_else(|| anyhow!("{dev} has no INT switch attached"))?;
     Ok(PortState::from_bytes(&v))
+}
+
+/// The configuration of an attached port.
+pub fn port_config(dev: &str, netns: Option<&str>) -> Result<PortConfig> {
+    let (m, key) = port_map("port_cfgs", dev, netns)?;
+    let v = m.lookup(&key, MapFlags::ANY)?.ok_or_else(|| anyhow!("{dev} has no INT switch attached"))?;
+    Ok(PortConfig::from_bytes(&v)?.0)
+}
+
+/// Changes an attached port's configuration in place (e.g. its CE threshold), without
+/// detaching: the next packet uses it.
+pub fn set_port_config(dev: &str, netns: Option<&str>, cfg: &PortConfig) -> Result<()> {
+    if cfg.rate_bps == 0 {
+        bail!("port rate: expected a positive rate, e.g. 1gbit");
+    }
+    let (m, key) = port_map("port_cfgs", dev, netns)?;
+    let v = m.lookup(&key, MapFlags::ANY)?.ok_or_else(|| anyhow!("{dev} has no INT switch attached"))?;
+    let owns_clsact = PortConfig::from_bytes(&v)?.1;
+    m.update(&key, &cfg.to_bytes(owns_clsact), MapFlags::EXIST)?;
+    Ok(())
+}
+
+/// A pinned switch map of a namespace and the key of `dev` in it.
+fn port_map(map: &str, dev: &str, netns: Option<&str>) -> Result<(MapHandle, [u8; 4])> {
+    let ifindex = {
+        let _ns = NetnsGuard::enter(netns)?;
+        sys::ifindex(dev, netns)?
+    };
+    let m = MapHandle::from_pinned_path(pin_dir(netns).join(map))
+        .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
+    Ok((m, ifindex.to_ne_bytes()))
 }
 
 /// Zeroes a port's queue statistics (and its estimate), so a measurement starts clean.

@@ -451,6 +451,7 @@ fn option_rides_data_and_switch_values_come_back_in_the_echo() {
 /// What a two-flow DCTCP run through the testbed's 1 Gb/s port measured.
 struct DctcpRun {
     goodput: f64,
+    flow_gbps: [f64; 2],
     q_mean: f64,
     backlog_max: u64,
     drops: u64,
@@ -497,10 +498,13 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
     assert_eq!((cca.as_str(), ccb.as_str()), ("dctcp+ecn", "dctcp+ecn"), "policy selected the BPF DCTCP, with ECN");
 
     let goodput = tx as f64 * 8.0 / elapsed / 1e9;
+    let flow_gbps = [got[0] as f64 * 8.0 / secs / 1e9, got[1] as f64 * 8.0 / secs / 1e9];
     let share = got[0].min(got[1]) as f64 / got[0].max(got[1]) as f64;
     println!(
-        "dctcp x2: bottleneck goodput {:.1}% of 1 Gb/s, queue estimate mean {:.0} B max {} B, shaper backlog max {} B, CE marks {}, flow share {:.2}",
+        "dctcp x2: bottleneck goodput {:.1}% of 1 Gb/s (flows {:.3} and {:.3} Gb/s over their {secs} s), queue estimate mean {:.0} B max {} B (K {K} B), shaper backlog max {} B, CE marks {}, flow share {:.2}",
         goodput * 100.0,
+        flow_gbps[0],
+        flow_gbps[1],
         st.q_mean(),
         st.q_max,
         backlog_max,
@@ -508,33 +512,232 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
         share
     );
     assert!(ce > 0, "the switch marked nothing");
-    DctcpRun { goodput, q_mean: st.q_mean(), backlog_max, drops: htb_drops(&sw, "p3") }
+    DctcpRun { goodput, flow_gbps, q_mean: st.q_mean(), backlog_max, drops: htb_drops(&sw, "p3") }
 }
 
+/// Issue 6's "must show": two BPF DCTCP flows fill the 1 Gb/s port and hold its queue near K.
+///
+/// This failed in about half the runs until cc_control (bpf/cc_common.h): on Linux 6.18 a stale
+/// word (0x81104110) turns up in one flow's tp->snd_ssthresh, the kernel's PRR turned it into a
+/// window of ~10^9, and that flow kept megabytes in the queue while the other starved.
 #[test]
-fn dctcp_two_flows_fill_a_1gbps_bottleneck_without_loss() {
+fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     let _g = prerequisites();
     let r = dctcp_two_flows("slt2");
     assert!(r.goodput >= 0.85, "goodput {:.1}% < 85%", r.goodput * 100.0);
+    // Each flow gets a real share: neither is starved by the other's window.
+    assert!(r.flow_gbps[0].min(r.flow_gbps[1]) >= 0.2, "per-flow goodput {:?} Gb/s", r.flow_gbps);
     // ECN marking, not the shaper's 1000-packet (9 MB) queue, limits the flows: nothing dropped.
     assert_eq!(r.drops, 0, "drops at the bottleneck");
-    assert!(r.backlog_max < 1000 * 9000, "shaper backlog reached its limit: {} B", r.backlog_max);
-}
-
-/// Known issue: in about half the runs on Linux 6.18 one of the two flows never enters CWR
-/// although its ACKs carry ECE (tcpi_delivered_ce grows, ssthresh stays infinite), and the
-/// queue then grows to MBs; when both flows react the mean queue stays near K. Run with
-/// `--ignored` while this is investigated.
-#[test]
-#[ignore = "intermittent on Linux 6.18: one DCTCP flow may never enter CWR despite ECE"]
-fn dctcp_two_flows_hold_the_queue_near_k() {
-    let _g = prerequisites();
-    let r = dctcp_two_flows("slt5");
-    assert!(r.q_mean < 4.0 * K as f64, "mean queue {:.0} B", r.q_mean);
+    assert!(r.q_mean < 4.0 * K as f64, "mean queue {:.0} B, K {K} B", r.q_mean);
     assert!(r.backlog_max < 1000 * 9000 / 4, "shaper backlog peaked at {} B", r.backlog_max);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The algorithms' reactions, one flow at a time
 
+/// The window of a connection (TCP_INFO tcpi_snd_cwnd), segments.
+fn snd_cwnd(s: &TcpStream) -> u32 {
+    let mut info = [0u8; 256];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr().cast(), &mut len) };
+    assert_eq!(rc, 0, "getsockopt TCP_INFO");
+    u32::from_ne_bytes(info[80..84].try_into().unwrap())
+}
+
+/// An application-limited sender: `chunk` bytes every `every` until `secs` after `t0`, with the
+/// window sampled after each write. Its window never fills, so Reno growth leaves it alone and
+/// only the algorithm's own moves change it. Returns (samples as (s since t0, cwnd), cc).
+fn paced_source(ns: &str, dst: Ipv4Addr, port: u16, t0: Instant, secs: f64, chunk: usize, every: Duration) -> JoinHandle<(Vec<(f64, u32)>, String)> {
+    in_netns(ns, move || {
+        let mut s = TcpStream::connect_timeout(&SocketAddr::from((dst, port)), Duration::from_secs(5)).expect("connect");
+        let cc = format!("{}{}", congestion_control(&s), if ecn_negotiated(&s) { "+ecn" } else { "" });
+        let buf = vec![0x5au8; chunk];
+        let mut samples = vec![];
+        let mut next = Instant::now();
+        while t0.elapsed().as_secs_f64() < secs {
+            s.write_all(&buf).expect("write");
+            samples.push((t0.elapsed().as_secs_f64(), snd_cwnd(&s)));
+            next += every;
+            if let Some(d) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+        (samples, cc)
+    })
+}
+
+/// The median window over samples taken in [from, to) seconds.
+fn median_cwnd(samples: &[(f64, u32)], from: f64, to: f64) -> f64 {
+    let mut v: Vec<u32> = samples.iter().filter(|(t, _)| *t >= from && *t < to).map(|&(_, c)| c).collect();
+    assert!(v.len() >= 20, "only {} window samples in [{from:.2}, {to:.2}) s", v.len());
+    v.sort_unstable();
+    v[v.len() / 2] as f64
+}
+
+/// Sets the CE marking threshold of a switch port (0: no marking, 1: mark every ECT packet).
+fn set_ce_threshold(sw: &str, dev: &str, bytes: u64) {
+    let mut cfg = switch::port_config(dev, Some(sw)).unwrap();
+    cfg.ce_threshold = bytes;
+    switch::set_port_config(dev, Some(sw), &cfg).unwrap();
+}
+
+/// reTCP's circuit signal: the switch marks every packet for a spell (the circuit is up) and
+/// then nothing. The sender's window must jump by alpha (2) when ECE turns on and come back by
+/// 1/alpha when it turns off, each median within 15 % of the ratio, twice over.
+#[test]
+fn retcp_multiplies_cwnd_when_ece_starts_and_divides_when_it_stops() {
+    let _g = prerequisites();
+    let tb = TestbedGuard::up("slt6", 9000, 0);
+    let _agent = AgentGuard::load("sluice-test-retcp");
+    agent::policy_set(&PolicyKey::Port(5701), "retcp").unwrap();
+    let (sw, h3) = (tb.0.switch.clone(), tb.ns(2));
+    let s = sink(&h3, 5701, 1);
+    let t0 = Instant::now();
+    // 16 KiB a millisecond: 131 Mb/s, well under the port, so the window never fills.
+    let src = paced_source(&tb.ns(0), tb.addr(2), 5701, t0, 2.1, 16 << 10, Duration::from_millis(1));
+    // Marking spells [0.5, 0.9) and [1.3, 1.7) s.
+    let spells = [(0.5, 0.9), (1.3, 1.7)];
+    for &(on, off) in &spells {
+        std::thread::sleep(Duration::from_secs_f64(on).saturating_sub(t0.elapsed()));
+        set_ce_threshold(&sw, "p3", 1);
+        std::thread::sleep(Duration::from_secs_f64(off).saturating_sub(t0.elapsed()));
+        set_ce_threshold(&sw, "p3", 0);
+    }
+    let (samples, cc) = src.join().unwrap();
+    s.join().unwrap();
+    assert_eq!(cc, "retcp+ecn", "policy selected reTCP, with ECN");
+    // Medians away from the edges: 100 ms after each switch, up to the next one.
+    let before = median_cwnd(&samples, 0.2, 0.5);
+    let mut ratios = vec![];
+    for (i, &(on, off)) in spells.iter().enumerate() {
+        let up = median_cwnd(&samples, on + 0.1, off);
+        let next = spells.get(i + 1).map(|s| s.0).unwrap_or(2.1);
+        let down = median_cwnd(&samples, off + 0.1, next);
+        let prev = if i == 0 { before } else { ratios.last().map(|&(_, _, d)| d).unwrap() };
+        ratios.push((prev, up, down));
+    }
+    println!("retcp: cwnd medians (before, during, after) per marking spell: {ratios:?}");
+    for (i, &(prev, up, down)) in ratios.iter().enumerate() {
+        let (r_up, r_down) = (up / prev, down / up);
+        println!("retcp spell {}: ECE 0->1 cwnd x{r_up:.2}, ECE 1->0 cwnd x{r_down:.2} (alpha 2)", i + 1);
+        assert!((1.7..=2.3).contains(&r_up), "spell {}: cwnd {prev} -> {up} on ECE, expected x2 +-15%", i + 1);
+        assert!((0.425..=0.575).contains(&r_down), "spell {}: cwnd {up} -> {down} when ECE stopped, expected x0.5 +-15%", i + 1);
+    }
+}
+
+/// One ECN+INT flow into the 1 Gb/s port without CE marking: (mean queue estimate, its max,
+/// goodput in Gb/s) over 1.5 s after a 0.5 s warm-up; `echo` is the agent's echo switch.
+fn ecn_int_flow(prefix: &str, echo: bool) -> (f64, u64, f64) {
+    let tb = TestbedGuard::up(prefix, 9000, 0);
+    let _agent = AgentGuard::load("sluice-test-ecnint");
+    agent::set(None, Some(echo), None).unwrap();
+    agent::policy_set(&PolicyKey::Port(5801), "ecn_int").unwrap();
+    let (sw, h3) = (tb.0.switch.clone(), tb.ns(2));
+    let s = sink(&h3, 5801, 1);
+    let a = source(&tb.ns(0), tb.addr(2), 5801, 2.0);
+    std::thread::sleep(Duration::from_millis(500));
+    switch::reset_stats("p3", Some(&sw)).unwrap();
+    let tx0 = port_tx_bytes(&sw, "p3");
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    let gbps = (port_tx_bytes(&sw, "p3") - tx0) as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9;
+    let st = switch::port_state("p3", Some(&sw)).unwrap();
+    let (sent, cc) = a.join().unwrap();
+    assert_eq!(s.join().unwrap(), vec![sent], "every byte arrives");
+    assert!(cc.starts_with("ecn_int"), "policy selected ECN+INT, got {cc}");
+    (st.q_mean(), st.q_max, gbps)
+}
+
+/// ECN+INT cuts on the queue the switches report even when nothing is CE-marked: with the
+/// echo the mean queue must be under half of what the same flow builds without it (where only
+/// the shaper's 9 MB buffer stops it), and the port must stay at least 70 % busy.
+#[test]
+fn ecn_int_cuts_cwnd_on_the_reported_queue_without_any_ce_mark() {
+    let _g = prerequisites();
+    let (q_off, max_off, g_off) = ecn_int_flow("slt7", false);
+    let (q_on, max_on, g_on) = ecn_int_flow("slt8", true);
+    println!(
+        "ecn_int, no CE marks: without INT echo queue mean {q_off:.0} B max {max_off} B at {g_off:.3} Gb/s; with echo mean {q_on:.0} B max {max_on} B at {g_on:.3} Gb/s (qdepth target 65536 B); cut to {:.1}%",
+        q_on / q_off * 100.0
+    );
+    assert!(q_on < 0.5 * q_off, "INT echo left the mean queue at {q_on:.0} B against {q_off:.0} B without it");
+    assert!(g_on >= 0.7, "with INT the port ran at {g_on:.3} Gb/s");
+}
+
+/// Moves this process into a child cgroup of the agent's while it lives; undone on drop.
+struct ChildCgroup {
+    path: PathBuf,
+    home: PathBuf,
+}
+
+impl ChildCgroup {
+    fn create(home: &Path, name: &str) -> ChildCgroup {
+        let path = home.join(name);
+        let _ = std::fs::remove_dir(&path);
+        std::fs::create_dir(&path).expect("creating a child cgroup");
+        ChildCgroup { path, home: home.to_path_buf() }
+    }
+    fn enter(&self) {
+        sys::cgroup_join(&self.path, std::process::id()).unwrap();
+    }
+    fn leave(&self) {
+        sys::cgroup_join(&self.home, std::process::id()).unwrap();
+    }
+}
+
+impl Drop for ChildCgroup {
+    fn drop(&mut self) {
+        let _ = sys::cgroup_join(&self.home, std::process::id());
+        if let Err(e) = std::fs::remove_dir(&self.path) {
+            eprintln!("cleanup: removing cgroup {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Connects, sends a little and returns the connection's congestion control.
+fn connect_cc(ns: &str, dst: Ipv4Addr, port: u16) -> String {
+    in_netns(ns, move || {
+        let mut s = TcpStream::connect_timeout(&SocketAddr::from((dst, port)), Duration::from_secs(5)).expect("connect");
+        s.write_all(&[1u8; 4096]).unwrap();
+        congestion_control(&s)
+    })
+    .join()
+    .unwrap()
+}
+
+/// The policy keyed by cgroup: connections opened by a process in the mapped cgroup run its
+/// algorithm, the same connection from outside it does not, and a port entry outranks it.
+#[test]
+fn cc_policy_follows_the_cgroup_of_the_connecting_process() {
+    let _g = prerequisites();
+    let tb = TestbedGuard::up("slt9", 1500, 0);
+    let agent = AgentGuard::load("sluice-test-cgroup");
+    let child = ChildCgroup::create(&agent.cgroup, "query");
+    agent::policy_set(&PolicyKey::Cgroup(child.path.clone()), "ecn_int").unwrap();
+    agent::policy_set(&PolicyKey::Port(5902), "retcp").unwrap();
+    let (h1, h3, dst) = (tb.ns(0), tb.ns(2), tb.addr(2));
+    let default = sys::run("ip", &["netns", "exec", &h1, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).unwrap().trim().to_string();
+    let s1 = sink(&h3, 5901, 2);
+    let s2 = sink(&h3, 5902, 1);
+    let set0 = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0];
+
+    child.enter();
+    let in_child = connect_cc(&h1, dst, 5901);
+    let port_wins = connect_cc(&h1, dst, 5902);
+    child.leave();
+    let outside = connect_cc(&h1, dst, 5901);
+    s1.join().unwrap();
+    s2.join().unwrap();
+    let set = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0] - set0;
+    println!("cc policy: from cgroup {} -> {in_child}; port 5902 -> {port_wins}; outside the cgroup -> {outside} (netns default {default}); {set} sets", child.path.display());
+    assert_eq!(in_child, "ecn_int", "a connection from the mapped cgroup runs the cgroup's algorithm");
+    assert_eq!(port_wins, "retcp", "a port entry outranks the cgroup entry");
+    assert_eq!(outside, default, "outside the cgroup the namespace default applies");
+    // Two active opens matched, and the listener on 5902 at listen().
+    assert!(set >= 3, "cc_set counted {set}");
+}
 
 /// Bytes the shaper on a switch port has sent.
 fn port_tx_bytes(sw: &str, dev: &str) -> u64 {
@@ -718,7 +921,9 @@ fn bare_ack(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, ack:
 #[test]
 fn unload_and_down_leave_nothing_behind() {
     let _g = prerequisites();
-    let progs_before = bpf_prog_names();
+    // Programs already loaded (by other tools, or held by sockets of earlier runs) are not ours to
+    // judge: only those this test loads must be gone.
+    let progs_before: Vec<u32> = bpf_progs().into_iter().map(|(id, _)| id).collect();
     let bpffs_before = sys::run("mount", &[]).unwrap().contains(" /sys/fs/bpf type bpf");
     {
         let tb = TestbedGuard::up("slt4", 1500, 30_000);
@@ -728,7 +933,7 @@ fn unload_and_down_leave_nothing_behind() {
         let (sent, cc) = source(&tb.ns(0), tb.addr(2), 5601, 0.3).join().unwrap();
         assert_eq!(cc, "ecn_int+ecn");
         assert_eq!(s.join().unwrap(), vec![sent]);
-        let during = bpf_prog_names();
+        let during: Vec<String> = bpf_progs().into_iter().map(|(_, n)| n).collect();
         for p in ["sluice_agent", "sluice_cc_select", "sluice_ingress", "sluice_egress"] {
             // The kernel keeps 15 characters of a program's name.
             assert!(during.iter().any(|n| p.starts_with(n.as_str()) && n.len() >= 12), "{p} loaded while up");
@@ -736,14 +941,19 @@ fn unload_and_down_leave_nothing_behind() {
     }
     // Guards dropped: agent unloaded, testbed down. The kernel frees struct_ops maps and their
     // programs after an RCU grace period, so give it a few seconds.
-    let ours = |names: Vec<String>| -> Vec<String> {
-        names.into_iter().filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_")).collect()
+    let ours = |progs: Vec<(u32, String)>| -> Vec<String> {
+        progs
+            .into_iter()
+            .filter(|(id, _)| !progs_before.contains(id))
+            .map(|(_, n)| n)
+            .filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_"))
+            .collect()
     };
     let t = Instant::now();
-    let mut left = ours(bpf_prog_names());
+    let mut left = ours(bpf_progs());
     while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(200));
-        left = ours(bpf_prog_names());
+        left = ours(bpf_progs());
     }
     assert!(left.is_empty(), "programs left after {:?}: {left:?} (before the test: {} programs)", t.elapsed(), progs_before.len());
     assert!(!sys::pin_root().exists(), "pins left under {}", sys::pin_root().display());
@@ -760,9 +970,9 @@ fn unload_and_down_leave_nothing_behind() {
     assert!(!Path::new(sys::STATE_DIR).join("testbed-slt4.json").exists());
 }
 
-/// Names of the BPF programs loaded in the kernel.
-fn bpf_prog_names() -> Vec<String> {
-    let mut names = vec![];
+/// Ids and names of the BPF programs loaded in the kernel.
+fn bpf_progs() -> Vec<(u32, String)> {
+    let mut progs = vec![];
     let mut id = 0u32;
     loop {
         // SAFETY: plain BPF syscalls on ids and an owned fd.
@@ -778,10 +988,10 @@ fn bpf_prog_names() -> Vec<String> {
             let mut len = std::mem::size_of_val(&info) as u32;
             if libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) == 0 {
                 let n: Vec<u8> = info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-                names.push(String::from_utf8_lossy(&n).into_owned());
+                progs.push((id, String::from_utf8_lossy(&n).into_owned()));
             }
             libc::close(fd);
         }
     }
-    names
+    progs
 }
