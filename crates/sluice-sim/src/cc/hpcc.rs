@@ -210,11 +210,7 @@ impl CongestionControl for Hpcc {
     }
 
     fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {
-        let w = win.cwnd as f64;
-        self.wc = match ev {
-            CongestionEvent::Timeout => (w / 2.0).min(self.w_init),
-            CongestionEvent::FastRetransmit | CongestionEvent::Ecn => w / 2.0,
-        };
+        self.wc = super::hptcp::window_after_loss(ev, win.cwnd as f64, self.w_init);
         self.inc_stage = 0;
         self.apply(self.wc, win);
         win.ssthresh = win.cwnd;

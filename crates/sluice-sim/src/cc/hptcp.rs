@@ -147,14 +147,19 @@ impl CongestionControl for Hptcp {
     }
 
     fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {
-        let w = win.cwnd as f64;
-        self.wc = match ev {
-            CongestionEvent::Timeout => (w / 2.0).min(self.w_init),
-            CongestionEvent::FastRetransmit | CongestionEvent::Ecn => w / 2.0,
-        };
+        self.wc = window_after_loss(ev, win.cwnd as f64, self.w_init);
         self.inc_stage = 0;
         self.apply(self.wc, win);
         win.ssthresh = win.cwnd;
+    }
+}
+
+/// The reference window after a loss, for HPCC on TCP: fast retransmit halves it, a timeout sets
+/// min(W / 2, W_init).
+pub(super) fn window_after_loss(ev: CongestionEvent, cwnd: f64, w_init: f64) -> f64 {
+    match ev {
+        CongestionEvent::Timeout => (cwnd / 2.0).min(w_init),
+        CongestionEvent::FastRetransmit | CongestionEvent::Ecn => cwnd / 2.0,
     }
 }
 
