@@ -968,8 +968,17 @@ impl World {
             }
             return;
         };
+        let persistent = flow.sender.is_persistent();
+        let complete = if persistent {
+            flow.messages.front().is_some_and(|&(end, _)| end <= delivered)
+        } else {
+            flow.rx_done.is_none() && flow.size == Some(delivered)
+        };
+        if !complete {
+            return;
+        }
         let mut io = std::mem::take(&mut self.app_io);
-        if flow.sender.is_persistent() {
+        if persistent {
             while let Some(&(end, tag)) = flow.messages.front() {
                 if end > delivered {
                     break;
@@ -977,7 +986,7 @@ impl World {
                 flow.messages.pop_front();
                 self.apps[a as usize].on_delivered(tag, now, &mut io);
             }
-        } else if flow.rx_done.is_none() && flow.size == Some(delivered) {
+        } else {
             flow.rx_done = Some(now);
             self.apps[a as usize].on_delivered(flow_tag, now, &mut io);
         }
