@@ -77,6 +77,14 @@ static __always_inline void dctcp_est_init(struct sock *sk, struct dctcp_est *ca
 	ca->ssthresh = TCP_INFINITE_SSTHRESH;
 	ca->last_cwnd = 0;
 	dctcp_est_reset(tp, ca);
+	/*
+	 * A policy sets the algorithm at TCP_CONNECT_CB, which runs before tcp_connect_init() has set
+	 * snd_nxt (still 0 then). Against a random ISN, snd_una would then be "before" 0 for half of
+	 * all connections until the sequence space wraps, and alpha would never update. The SYN's
+	 * sequence number is already write_seq.
+	 */
+	if (sk->__sk_common.skc_state == TCP_SYN_SENT)
+		ca->next_seq = tp->write_seq;
 }
 
 /*

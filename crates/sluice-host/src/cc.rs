@@ -6,8 +6,11 @@ use crate::skel::{dctcp::DctcpSkelBuilder, ecn_int::EcnIntSkelBuilder, retcp::Re
 use crate::sys::pin_root;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore};
+use libbpf_rs::query::MapInfoIter;
+use libbpf_rs::{Link, MapCore, MapType};
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
@@ -28,9 +31,7 @@ pub fn available() -> Result<Vec<String>> {
 /// Registers one algorithm and pins its link so it stays registered; `int_sk_store` is the
 /// agent's per-socket TCP-INT state, which ECN+INT reads.
 pub fn register(name: &str, int_sk_store: &dyn MapCore) -> Result<()> {
-    if available()?.iter().any(|a| a == name) {
-        bail!("the kernel already has a congestion control named {name}");
-    }
+    wait_for_name(name)?;
     fs::create_dir_all(pin_root().join("cc"))?;
     let mut link: Link = match name {
         "dctcp" => {
@@ -54,6 +55,35 @@ pub fn register(name: &str, int_sk_store: &dyn MapCore) -> Result<()> {
     };
     link.pin(pin(name)).with_context(|| format!("pinning {name}"))?;
     Ok(())
+}
+
+/// Returns once no algorithm is registered under `name`. A BPF one that was just unpinned leaves
+/// the kernel's list only when the last socket using it closes, so it gets a few seconds; until
+/// then new connections would still run it, with the previous agent's maps. A built-in algorithm
+/// of that name is an error at once.
+fn wait_for_name(name: &str) -> Result<()> {
+    const GRACE: Duration = Duration::from_secs(10);
+    let start = Instant::now();
+    while available()?.iter().any(|a| a == name) {
+        if !struct_ops_named(name) {
+            bail!("the kernel already has a built-in congestion control named {name}");
+        }
+        if start.elapsed() > GRACE {
+            bail!(
+                "a BPF congestion control named {name} is still registered after {}s, held by open sockets \
+                 (see `ss -ti`); close them or wait, then load again",
+                GRACE.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// True if a BPF `struct_ops` map of this name exists (the kernel keeps 15 bytes of a name).
+fn struct_ops_named(name: &str) -> bool {
+    let short = &name.as_bytes()[..name.len().min(15)];
+    MapInfoIter::default().any(|m| m.ty == MapType::StructOps && m.name.as_bytes() == short)
 }
 
 /// Unregisters an algorithm registered by `register`; returns whether it was.

@@ -66,7 +66,11 @@ impl AgentGuard {
         agent::unload().expect("unloading a stale agent");
         let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
         let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
-        agent::load(&LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, ..LoadOptions::default() }).expect("loading the agent");
+        let st = agent::load(&LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, ..LoadOptions::default() })
+            .expect("loading the agent");
+        // An algorithm left registered by an earlier load would serve these tests with that
+        // load's maps: every one must be this agent's own.
+        assert_eq!(st.ccs, sluice_host::cc::ALGORITHMS, "congestion control this agent registered");
         let g = AgentGuard { cgroup, home };
         // Sockets belong to the cgroup of the process that creates them.
         sys::cgroup_join(&g.cgroup, std::process::id()).expect("joining the agent's cgroup");
@@ -525,8 +529,9 @@ fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     let _g = prerequisites();
     let r = dctcp_two_flows("slt2");
     assert!(r.goodput >= 0.85, "goodput {:.1}% < 85%", r.goodput * 100.0);
-    // Each flow gets a real share: neither is starved by the other's window.
-    assert!(r.flow_gbps[0].min(r.flow_gbps[1]) >= 0.2, "per-flow goodput {:?} Gb/s", r.flow_gbps);
+    // DCTCP shares fairly: each flow within 30% of half the port. (Before alpha's window was
+    // anchored to the SYN, see dctcp_est_init, one flow in three kept alpha at 1 and got 0.3.)
+    assert!(r.flow_gbps[0].min(r.flow_gbps[1]) >= 0.35, "per-flow goodput {:?} Gb/s", r.flow_gbps);
     // ECN marking, not the shaper's 1000-packet (9 MB) queue, limits the flows: nothing dropped.
     assert_eq!(r.drops, 0, "drops at the bottleneck");
     assert!(r.q_mean < 4.0 * K as f64, "mean queue {:.0} B, K {K} B", r.q_mean);
