@@ -252,10 +252,8 @@ impl CongestionControl for Probe {
 }
 
 /// Builds a scenario, wraps flow 0's algorithm in a probe, runs it and checks conservation.
-fn run_probed(text: &str, overrides: &[&str]) -> (World, Vec<Seen>) {
-    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let loaded = scenario::parse(text, "test.toml", Path::new("."), &overrides).unwrap_or_else(|e| panic!("{e}"));
-    let mut world = World::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+/// Wraps flow 0's algorithm in a [`Probe`] and returns where it records what each ACK carried.
+fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sender = &mut world.flow_mut(0).sender;
     let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
@@ -263,6 +261,14 @@ fn run_probed(text: &str, overrides: &[&str]) -> (World, Vec<Seen>) {
         sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1) };
     let inner = std::mem::replace(&mut sender.cc, placeholder(&ctx));
     sender.cc = Box::new(Probe { inner, seen: seen.clone() });
+    seen
+}
+
+fn run_probed(text: &str, overrides: &[&str]) -> (World, Vec<Seen>) {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let loaded = scenario::parse(text, "test.toml", Path::new("."), &overrides).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = World::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+    let seen = probe_flow_0(&mut world);
     world.run(&mut |_| {});
     world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
     let seen = seen.lock().unwrap().clone();
@@ -377,13 +383,7 @@ flows = [{ src = 0, dst = 1, size = "2MB" }]
 "#;
     let loaded = scenario::parse(text, "chain.toml", dir.path(), &[]).unwrap();
     let mut world = World::build(&loaded).unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sender = &mut world.flow_mut(0).sender;
-    let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
-    let ctx =
-        sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1) };
-    let inner = std::mem::replace(&mut sender.cc, placeholder(&ctx));
-    sender.cc = Box::new(Probe { inner, seen: seen.clone() });
+    let seen = probe_flow_0(&mut world);
     world.run(&mut |_| {});
     world.check_conservation().unwrap();
     let f = &world.flows()[0];
