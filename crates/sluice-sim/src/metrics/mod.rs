@@ -54,16 +54,16 @@ pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
             f.src,
             f.dst,
             class.name,
-            f.sender.cc_name(),
+            f.cc_name(),
             size,
             ns(f.start),
             finish,
             fct,
             ideal,
             slowdown,
-            f.sender.retransmits,
-            f.sender.timeouts.len(),
-            f.negotiation.label()
+            f.retransmits(),
+            f.timeouts().len(),
+            f.negotiation().label()
         )?;
     }
     Ok(())

@@ -1,12 +1,14 @@
 //! TCP: a sender with SACK loss recovery and RFC 6298 timers, a receiver with in-order
 //! reassembly, delayed ACK and ECN echo, and the configuration they share.
 
+mod connection;
 mod receiver;
 mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
 
+pub use connection::{IntStacks, Proposal, Route, State, TcpConnection};
 pub use receiver::{AckPlan, Receiver};
 pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
@@ -35,8 +37,11 @@ pub struct TcpConfig {
     pub delayed_ack: Option<Time>,
     /// With delayed ACK, acknowledge at least every this many full segments.
     pub delayed_ack_segments: u32,
-    /// Open connections with SYN / SYN-ACK and close with FIN (otherwise flows start established).
+    /// Open connections with SYN / SYN-ACK (negotiating in band) and close them with FIN in both
+    /// directions; otherwise flows start established and are not negotiated.
     pub handshake: bool,
+    /// How long the closing client waits in TIME_WAIT (RFC 9293's 2 MSL; Linux uses 60 s).
+    pub time_wait: Time,
     /// Mark data ECN-capable when the flow's algorithm uses ECN.
     pub ecn: bool,
     /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
@@ -54,6 +59,7 @@ impl Default for TcpConfig {
             delayed_ack: None,
             delayed_ack_segments: 2,
             handshake: false,
+            time_wait: Time::from_ms(60_000),
             ecn: true,
             dupthresh: 3,
         }
@@ -71,11 +77,13 @@ impl TcpConfig {
         payload as u32 + TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD
     }
 
-    /// Bytes on the wire to move `size` bytes of data in full segments (for ideal FCT).
-    pub fn wire_bytes_for(&self, size: u64) -> u64 {
-        let mss = self.mss();
-        let segs = size.div_ceil(mss).max(1);
-        size + segs * (TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD) as u64
+    /// Bytes on the wire to move `size` bytes of data in full segments of `mss` payload bytes
+    /// (for ideal FCT); options beyond the base headers come out of `mss`, so each segment's
+    /// frame is `mss` plus the base headers plus the options, i.e. the MTU's frame.
+    pub fn wire_bytes_at(&self, size: u64, mss: u64) -> u64 {
+        let segs = size.div_ceil(mss.max(1)).max(1);
+        let per_segment = (self.mss() - mss) + (TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD) as u64;
+        size + segs * per_segment
     }
 
     /// Checks ranges; errors name the key under `transport.`.

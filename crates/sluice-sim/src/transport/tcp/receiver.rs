@@ -25,8 +25,6 @@ pub enum AckPlan {
 pub struct Receiver {
     /// Next byte expected in order.
     pub rcv_nxt: u64,
-    /// Bytes handed to the application, in order, exactly once.
-    pub delivered: u64,
     ooo: RangeSet,
     /// Most recently received out-of-order block (reported first, RFC 2018).
     recent_block: Option<(u64, u64)>,
@@ -43,8 +41,6 @@ pub struct Receiver {
     ts_recent: Time,
     /// Switch hops the last data segment crossed, echoed on ACKs (Swift scales its target by it).
     hops: Option<u8>,
-    /// A FIN has been received.
-    pub fin_received: bool,
     /// When TCP-INT is echoed: the option of the latest data segment, reflected on the next ACK.
     pub int_echo: Option<Option<TcpInt>>,
     /// ACKs carry HPCC's INT header (the flow's data does).
@@ -59,7 +55,6 @@ impl Receiver {
     pub fn new(cfg: &TcpConfig, ecn_mode: EcnMode) -> Receiver {
         Receiver {
             rcv_nxt: 0,
-            delivered: 0,
             ooo: RangeSet::default(),
             recent_block: None,
             ecn_mode,
@@ -71,16 +66,21 @@ impl Receiver {
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
             hops: None,
-            fin_received: false,
             int_echo: None,
             hop_records: false,
             hops_held: None,
         }
     }
 
+    /// The ECN handling the client settled on at connection setup.
+    pub fn set_ecn_mode(&mut self, mode: EcnMode) {
+        self.ecn_mode = mode;
+    }
+
     /// Takes in a data (or FIN) segment. When a per-packet-ECN receiver must first acknowledge
-    /// earlier segments under their old CE state, that ACK is returned in the first slot.
-    pub fn on_segment(&mut self, pkt: &Packet, now: Time) -> (Option<Packet>, AckPlan) {
+    /// earlier segments under their old CE state, that ACK is returned in the first slot; the
+    /// last slot is the data it hands the application in order, as (first byte, bytes).
+    pub fn on_segment(&mut self, pkt: &Packet, now: Time) -> (Option<Packet>, AckPlan, (u64, u64)) {
         let ce = pkt.ecn == Ecn::Ce;
         let mut early = None;
         if self.ecn_mode == EcnMode::PerPacket && self.unacked_segments > 0 && ce != self.pending_ce {
@@ -99,9 +99,6 @@ impl Receiver {
             EcnMode::PerPacket => self.pending_ce = ce,
             EcnMode::Off => {}
         }
-        if pkt.has(flags::FIN) {
-            self.fin_received = true;
-        }
         if let (Some(echo), Some(o)) = (self.int_echo.as_mut(), pkt.int) {
             *echo = Some(o);
         }
@@ -110,6 +107,7 @@ impl Receiver {
         let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
         let in_order = start <= self.rcv_nxt && end > self.rcv_nxt;
         let mut filled_hole = false;
+        let before = self.rcv_nxt;
         if in_order {
             self.ts_recent = pkt.ts;
             self.rcv_nxt = end;
@@ -117,8 +115,6 @@ impl Receiver {
                 self.rcv_nxt = self.rcv_nxt.max(e);
                 filled_hole = true;
             }
-            let newly = self.rcv_nxt - self.delivered;
-            self.delivered += newly;
         } else if start > self.rcv_nxt {
             self.ooo.insert(start, end);
             self.recent_block = self.ooo.containing(start);
@@ -135,7 +131,7 @@ impl Receiver {
             (false, Some(d)) => AckPlan::Delay(now + d),
             _ => AckPlan::Now,
         };
-        (early, plan)
+        (early, plan, (before, self.rcv_nxt - before))
     }
 
     /// Builds the ACK for the current state in reply to `data` (the packet that triggered it).
@@ -145,7 +141,7 @@ impl Receiver {
             src: data.dst,
             dst: data.src,
             ack: self.rcv_nxt,
-            flags: flags::ACK,
+            flags: flags::ACK | flags::REVERSE,
             ttl: 64,
             prio: data.prio,
             ts_echo: self.ts_recent,
@@ -189,21 +185,6 @@ impl Receiver {
         ack
     }
 
-    /// Builds the SYN-ACK answering a SYN.
-    pub fn build_syn_ack(&self, syn: &Packet) -> Packet {
-        Packet {
-            flow: syn.flow,
-            src: syn.dst,
-            dst: syn.src,
-            flags: flags::SYN | flags::ACK,
-            ttl: 64,
-            prio: syn.prio,
-            ts_echo: syn.ts,
-            wire_bytes: ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER,
-            ..Packet::default()
-        }
-    }
-
     /// True when an ACK is being held back by delayed ACK.
     pub fn has_unacked(&self) -> bool {
         self.unacked_segments > 0
@@ -221,29 +202,29 @@ mod tests {
     #[test]
     fn reassembles_in_order_and_reports_sack_blocks() {
         let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Off);
-        r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
-        assert_eq!(r.delivered, 100);
-        let (_, plan) = r.on_segment(&data(200, 100, Ecn::NotEct), Time(2));
+        let (_, _, d) = r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
+        assert_eq!(d, (0, 100));
+        let (_, plan, _) = r.on_segment(&data(200, 100, Ecn::NotEct), Time(2));
         assert_eq!(plan, AckPlan::Now);
         r.on_segment(&data(400, 100, Ecn::NotEct), Time(3));
         let a = r.build_ack(&data(400, 100, Ecn::NotEct));
         assert_eq!(a.ack, 100);
         let blocks: Vec<_> = a.sack_ranges().collect();
         assert_eq!(blocks, vec![(400, 500), (200, 300)], "most recent block first");
-        r.on_segment(&data(100, 100, Ecn::NotEct), Time(4));
-        assert_eq!((r.rcv_nxt, r.delivered), (300, 300));
-        r.on_segment(&data(0, 100, Ecn::NotEct), Time(5));
-        assert_eq!(r.delivered, 300, "duplicates are not delivered twice");
+        let (_, _, d) = r.on_segment(&data(100, 100, Ecn::NotEct), Time(4));
+        assert_eq!((r.rcv_nxt, d), (300, (100, 200)), "the hole's fill releases the block behind it");
+        let (_, _, d) = r.on_segment(&data(0, 100, Ecn::NotEct), Time(5));
+        assert_eq!(d.1, 0, "duplicates are not delivered twice");
     }
 
     #[test]
     fn per_packet_ecn_acks_early_when_ce_changes_under_delayed_ack() {
         let cfg = TcpConfig { delayed_ack: Some(Time::from_us(10)), delayed_ack_segments: 2, ..TcpConfig::default() };
         let mut r = Receiver::new(&cfg, EcnMode::PerPacket);
-        let (early, plan) = r.on_segment(&data(0, 100, Ecn::Ect), Time(1));
+        let (early, plan, _) = r.on_segment(&data(0, 100, Ecn::Ect), Time(1));
         assert!(early.is_none());
         assert!(matches!(plan, AckPlan::Delay(_)));
-        let (early, plan) = r.on_segment(&data(100, 100, Ecn::Ce), Time(2));
+        let (early, plan, _) = r.on_segment(&data(100, 100, Ecn::Ce), Time(2));
         let early = early.expect("CE change forces an ACK of the held segment");
         assert!(!early.has(flags::ECE));
         assert_eq!(plan, AckPlan::Delay(Time(2) + Time::from_us(10)));
