@@ -289,17 +289,7 @@ pub struct ClassConfig {
     pub matches: Option<MatchRules>,
 }
 
-/// `[classes.<name>.match]`: a flow matches when every rule given holds.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatchRules {
-    /// Workload tags (`tag = "..."` on a workload).
-    pub tags: Option<Vec<String>>,
-    /// Destination (service) ports (`dst_port` on a workload).
-    pub dst_ports: Option<Vec<u16>>,
-    /// Hosts, either end of the flow.
-    pub hosts: Option<Vec<usize>>,
-}
+pub use crate::workload::MatchRules;
 
 /// The algorithm flows of no other class use when the scenario does not define `default`.
 pub const DEFAULT_CC: &str = "cubic";

@@ -798,6 +798,10 @@ impl World {
     pub fn switches(&self) -> &[Switch] {
         &self.switches
     }
+    /// One switch, mutably: a test may corrupt its accounting to check the conservation check.
+    pub fn switch_mut(&mut self, s: usize) -> &mut Switch {
+        &mut self.switches[s]
+    }
     /// A node's display name ("h3", "sw0").
     pub fn node_name(&self, node: u32) -> &str {
         &self.node_names[node as usize]

@@ -2,12 +2,14 @@
 //! sampled time series.
 
 mod buckets;
+mod cc_state;
 pub mod pcap;
 mod percentiles;
 mod series;
 mod summary;
 pub mod telemetry;
 
+pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
 pub use series::{write_cwnd_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
@@ -111,6 +113,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if !world.cwnd_samples().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cwnd.csv"))?);
         write_cwnd_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if cc_state::has_cc_state(world) {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cc_state.csv"))?);
+        write_cc_state_csv(world, &mut w)?;
         w.flush()?;
     }
     Ok(summary)

@@ -562,3 +562,151 @@ impl TcpConnection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Counters, Streams};
+    use crate::event::EventQueue;
+    use crate::packet::hpcc_int::HopSlab;
+    use crate::time::Rate;
+
+    /// What a connection acts on, outside any world.
+    struct Bench {
+        q: EventQueue<Event>,
+        counters: Counters,
+        hops: HopSlab,
+        rng: Streams,
+        now: Time,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
+        }
+        fn cx(&mut self) -> Cx<'_> {
+            Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
+        }
+        /// Moves the clock past `dt`.
+        fn later(&mut self, dt: Time) {
+            self.now += dt;
+        }
+        /// Gives `pkt` to `side` and returns what the connection reported.
+        fn deliver(&mut self, c: &mut TcpConnection, side: Side, pkt: &Packet) -> Io {
+            let mut io = Io::default();
+            c.on_packet(side, pkt, &mut io, &mut self.cx());
+            io
+        }
+        /// Runs pending timers of `kind` at their times until one acts (stale ones do nothing).
+        fn fire(&mut self, c: &mut TcpConnection, kind: TimerKind) -> Io {
+            loop {
+                let (t, ev) = self.q.pop().expect("a pending timer");
+                if let Event::Timer(_, k, gen) = ev {
+                    if k == kind {
+                        self.now = t;
+                        let server = c.server;
+                        let mut io = Io::default();
+                        c.on_timer(k, gen, &mut io, &mut self.cx());
+                        if io.activate || !io.replies.is_empty() || c.server != server {
+                            return io;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn connection(size: u64) -> TcpConnection {
+        let cfg = TcpConfig { handshake: true, time_wait: Time::from_us(50), ..TcpConfig::default() };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10) };
+        let reno = crate::cc::factory("newreno", &toml::Table::new()).unwrap();
+        let sender = Sender::new(&cfg, Some(size), reno(&ctx));
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let int = IntStacks { encoding: IntEncoding::default(), latency_unit: Time(1000), server: false };
+        let offer = Offer { needs_int: false, needs_ecn: false, needs_hop_records: false };
+        let proposal = Proposal { offer, local_int: false, fallback: (reno, ctx), int_all_flows: false };
+        TcpConnection::new(&cfg, route, sender, int, proposal, None)
+    }
+
+    /// Opens a connection through its handshake and sends its one data segment, which carries
+    /// the client's FIN; returns that segment.
+    fn open_and_send(b: &mut Bench, c: &mut TcpConnection) -> Packet {
+        let mut io = Io::default();
+        c.open(&mut io, &mut b.cx());
+        assert_eq!(c.client, State::SynSent);
+        let syn = c.next_packet(&mut b.cx()).unwrap();
+        assert!(syn.is_syn());
+        b.later(Time::from_us(5));
+        let syn_ack = b.deliver(c, Side::Server, &syn).replies.pop().unwrap();
+        assert_eq!(c.server, State::SynReceived);
+        b.later(Time::from_us(5));
+        b.deliver(c, Side::Client, &syn_ack);
+        assert_eq!((c.client, c.negotiation), (State::Established, Negotiation::Accepted));
+        let data = c.next_packet(&mut b.cx()).unwrap();
+        assert!(data.has(flags::FIN) && data.payload == 1000);
+        assert_eq!(c.client, State::FinWait1);
+        data
+    }
+
+    #[test]
+    fn a_lost_server_fin_is_sent_again_and_the_connection_closes() {
+        let (mut b, mut c) = (Bench::new(), connection(1000));
+        let data = open_and_send(&mut b, &mut c);
+        b.later(Time::from_us(5));
+        let io = b.deliver(&mut c, Side::Server, &data);
+        assert_eq!(io.delivered, Some((0, 1000)));
+        let fin_ack = io.replies[0];
+        assert!(fin_ack.has(flags::FIN) && fin_ack.ack == 1001 && !fin_ack.is_forward());
+        assert_eq!(c.server, State::LastAck);
+        // The FIN|ACK is lost: the server's own timer sends it again.
+        let sent_at = b.now;
+        let io = b.fire(&mut c, TimerKind::PeerRto);
+        assert!(b.now > sent_at);
+        let again = io.replies[0];
+        assert_eq!((again.flags, again.ack), (fin_ack.flags, fin_ack.ack));
+        b.later(Time::from_us(5));
+        let io = b.deliver(&mut c, Side::Client, &again);
+        assert!(io.completed, "the FIN|ACK acknowledges the last byte too");
+        assert_eq!(c.client, State::TimeWait);
+        let ack = io.replies[0];
+        assert!(ack.is_forward() && ack.ack == 1 && !ack.has(flags::FIN));
+        let client_acked_at = b.now;
+        b.later(Time::from_us(5));
+        let io = b.deliver(&mut c, Side::Server, &ack);
+        assert_eq!(c.server, State::Closed);
+        assert!(io.closed);
+        assert_eq!(c.closes_at(), Some(client_acked_at + Time::from_us(50)));
+    }
+
+    #[test]
+    fn a_lost_client_fin_is_retransmitted_with_the_data() {
+        let (mut b, mut c) = (Bench::new(), connection(1000));
+        let _lost = open_and_send(&mut b, &mut c);
+        // The segment with the data and the FIN is lost: the RTO sends both again.
+        let io = b.fire(&mut c, TimerKind::Rto);
+        assert!(io.activate);
+        let again = c.next_packet(&mut b.cx()).unwrap();
+        assert!(again.has(flags::FIN) && again.seq == 0 && again.payload == 1000);
+        assert_eq!(c.sender.retransmits, 1);
+        let fin_ack = b.deliver(&mut c, Side::Server, &again).replies[0];
+        let ack = b.deliver(&mut c, Side::Client, &fin_ack).replies[0];
+        let io = b.deliver(&mut c, Side::Server, &ack);
+        assert!(io.closed && c.server == State::Closed && c.client == State::TimeWait);
+    }
+
+    #[test]
+    fn a_server_that_never_hears_back_gives_up_after_its_retries() {
+        let (mut b, mut c) = (Bench::new(), connection(1000));
+        let data = open_and_send(&mut b, &mut c);
+        b.deliver(&mut c, Side::Server, &data);
+        let mut sent = 1;
+        loop {
+            let io = b.fire(&mut c, TimerKind::PeerRto);
+            if c.server == State::Closed {
+                break;
+            }
+            sent += io.replies.len();
+        }
+        assert_eq!(sent as u32, FIN_TRIES, "the first FIN and its retransmissions");
+    }
+}
