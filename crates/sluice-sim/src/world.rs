@@ -19,7 +19,7 @@ use crate::net::switch::{ecmp_pick, IntStamping, Switch};
 use crate::net::topology::{Graph, NodeKind};
 use crate::packet::hpcc_int::HopSlab;
 use crate::packet::tcp_int::IntEncoding;
-use crate::packet::{Packet, ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
+use crate::packet::Packet;
 use crate::time::{Rate, Time};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpConfig, TcpConnection};
 use crate::transport::{Io, Side, Transport};
@@ -384,7 +384,7 @@ impl World {
         }
         // The algorithm's T is the path's round trip at full frames of the configured MTU, as
         // the HPCC simulator computes it; the flow's record uses its own first frame.
-        let frame_at = |m: u64| TcpConfig::wire_bytes(spec.size.unwrap_or(m).min(m)) as u64;
+        let frame_at = |m: u64| self.tcp.frame(spec.size.unwrap_or(m).min(m)) as u64;
         ctx.base_rtt = self.path_rtt(src, dst, hash_fwd, hash_rev, frame_at(mss));
         let base_rtt = if flow_mss == mss { ctx.base_rtt } else { self.path_rtt(src, dst, hash_fwd, hash_rev, frame_at(flow_mss)) };
         let sender = Sender::new(&self.tcp, spec.size, (class.factory)(&ctx));
@@ -406,7 +406,7 @@ impl World {
             int_all_flows: self.int.all_flows,
         };
         // A burst of two full frames lets the limiter keep a window-limited flow busy.
-        let limiter = spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * TcpConfig::wire_bytes(mss) as u64));
+        let limiter = spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * self.tcp.frame(mss) as u64));
         let conn = TcpConnection::new(&self.tcp, route, sender, int, proposal, limiter);
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
         flow.base_rtt = base_rtt;
@@ -426,7 +426,7 @@ impl World {
     /// frame's serialization at each hop after the first (store and forward), and the ACK's
     /// serialization at every hop back. A one-packet flow takes exactly its ideal FCT.
     fn path_rtt(&self, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64) -> Time {
-        let ack_frame = (ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER) as u64;
+        let ack_frame = self.tcp.frame(0) as u64;
         let forward = self.walk(src, dst, hash_fwd, |i, port| {
             port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
         });

@@ -378,3 +378,18 @@ fn configuration_builds_the_world_and_metrics_read_it_without_a_cycle() {
         }
     }
 }
+
+#[test]
+fn the_framing_per_frame_is_a_parameter() {
+    let ethernet = run_text(ONE_FLOW, &[]);
+    let bare = run_text(ONE_FLOW, &["transport.framing=0"]);
+    for (world, framing) in [(&ethernet, 38), (&bare, 0)] {
+        // No options on a DCTCP flow without INT, and no SACK blocks on a lossless path.
+        let pkts = &world.capture().unwrap().packets;
+        assert!(pkts.iter().all(|(_, p)| p.wire_bytes == p.payload + 32 + 20 + framing), "framing {framing}");
+    }
+    // 14 full frames and the SYN's and ACKs' framing fewer on the wire: a shorter ideal FCT.
+    let (a, b) = (ethernet.flows()[0].ideal_fct, bare.flows()[0].ideal_fct);
+    let per_frame = Rate::gbps(10).tx_time(38);
+    assert!(a > b && a - b >= Time(per_frame.0 * 14), "{a} vs {b}");
+}

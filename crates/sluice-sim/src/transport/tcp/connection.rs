@@ -14,7 +14,7 @@ use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
 use crate::host::pacer::TokenBucket;
 use crate::packet::tcp_int::{IntEncoding, TcpInt};
-use crate::packet::{flags, Caps, Ecn, Packet, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, TCP_HEADER};
+use crate::packet::{flags, Caps, Ecn, Packet, INITIAL_TTL};
 use crate::time::Time;
 use crate::transport::{Io, Side};
 
@@ -106,6 +106,8 @@ pub struct TcpConnection {
     limiter: Option<TokenBucket>,
     handshake: bool,
     time_wait: Time,
+    /// Wire bytes of a segment without payload or options.
+    bare_frame: u32,
     /// The client's FIN position, once the server has seen it.
     fin_at: Option<u64>,
     /// The server's FIN retransmission timer and attempts.
@@ -140,6 +142,7 @@ impl TcpConnection {
             limiter,
             handshake: cfg.handshake,
             time_wait: cfg.time_wait,
+            bare_frame: cfg.frame(0),
             fin_at: None,
             fin_timer: TimerSlot::default(),
             fin_tries: 0,
@@ -179,7 +182,7 @@ impl TcpConnection {
     pub fn ready_at(&mut self, now: Time) -> Time {
         let mut ready = self.sender.pace_next;
         if let Some(tb) = self.limiter.as_mut() {
-            ready = ready.max(tb.ready_at(now, TcpConfig::wire_bytes(self.sender.win.mss) as u64));
+            ready = ready.max(tb.ready_at(now, self.bare_frame as u64 + self.sender.win.mss));
         }
         ready
     }
@@ -221,8 +224,7 @@ impl TcpConnection {
     fn segment_packet(&mut self, seg: Segment, cx: &mut Cx) -> Packet {
         let s = &self.sender;
         let int = s.int_enabled().then(TcpInt::default);
-        let mut wire_bytes =
-            TcpConfig::wire_bytes(seg.len) + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
+        let mut wire_bytes = self.bare_frame + seg.len as u32 + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
         let mut hops = None;
         if s.hop_records_enabled() {
             wire_bytes += crate::packet::hpcc_int::HEADER_BYTES;
@@ -286,7 +288,7 @@ impl TcpConnection {
             flags: flags | flags::REVERSE,
             ttl: INITIAL_TTL,
             prio: r.prio,
-            wire_bytes: ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER,
+            wire_bytes: self.bare_frame,
             ..Packet::default()
         }
     }
@@ -446,7 +448,7 @@ impl TcpConnection {
                 prio: r.prio,
                 ts: now,
                 ts_echo: pkt.ts,
-                wire_bytes: ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER,
+                wire_bytes: self.bare_frame,
                 ..Packet::default()
             };
             io.replies.push(ack);

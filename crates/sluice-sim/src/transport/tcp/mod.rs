@@ -44,6 +44,9 @@ pub struct TcpConfig {
     pub time_wait: Time,
     /// Mark data ECN-capable when the flow's algorithm uses ECN.
     pub ecn: bool,
+    /// Bytes of link framing each frame occupies on the wire beyond its IP packet (Ethernet:
+    /// header 14, FCS 4, preamble 8, inter-frame gap 12).
+    pub framing: u32,
     /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
     pub dupthresh: u32,
 }
@@ -61,6 +64,7 @@ impl Default for TcpConfig {
             handshake: false,
             time_wait: Time::from_ms(60_000),
             ecn: true,
+            framing: ETHERNET_OVERHEAD,
             dupthresh: 3,
         }
     }
@@ -72,9 +76,15 @@ impl TcpConfig {
         (self.mtu - IPV4_HEADER - TCP_HEADER) as u64
     }
 
-    /// Bytes on the wire for a data segment carrying `payload` bytes.
+    /// Bytes on the wire for a data segment carrying `payload` bytes, with Ethernet framing
+    /// (what algorithms assume when they estimate wire rates).
     pub fn wire_bytes(payload: u64) -> u32 {
         payload as u32 + TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD
+    }
+
+    /// Bytes on the wire for a segment carrying `payload` bytes, with this stack's framing.
+    pub fn frame(&self, payload: u64) -> u32 {
+        payload as u32 + TCP_HEADER + IPV4_HEADER + self.framing
     }
 
     /// Bytes on the wire to move `size` bytes of data in full segments of `mss` payload bytes
@@ -82,7 +92,7 @@ impl TcpConfig {
     /// frame is `mss` plus the base headers plus the options, i.e. the MTU's frame.
     pub fn wire_bytes_at(&self, size: u64, mss: u64) -> u64 {
         let segs = size.div_ceil(mss.max(1)).max(1);
-        let per_segment = (self.mss() - mss) + (TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD) as u64;
+        let per_segment = (self.mss() - mss) + self.frame(0) as u64;
         size + segs * per_segment
     }
 
@@ -102,6 +112,9 @@ impl TcpConfig {
         }
         if self.delayed_ack_segments == 0 {
             return Err("transport.delayed_ack_segments: expected at least 1".into());
+        }
+        if self.framing > 1_000 {
+            return Err(format!("transport.framing: expected at most 1000 bytes of framing per frame, got {}", self.framing));
         }
         if self.dupthresh == 0 {
             return Err("transport.dupthresh: expected at least 1".into());

@@ -8,7 +8,7 @@ use crate::event::TimerSlot;
 use crate::packet::hpcc_int::HopIdx;
 use crate::packet::tcp_int::TcpInt;
 use crate::packet::{
-    flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER,
+    flags, sack_option_bytes, Ecn, Packet, SackBlock, INITIAL_TTL, MAX_SACK_BLOCKS,
 };
 use crate::time::Time;
 
@@ -36,6 +36,8 @@ pub struct Receiver {
     unacked_segments: u32,
     delayed_ack: Option<Time>,
     delayed_ack_segments: u32,
+    /// Wire bytes of an ACK without options.
+    bare_frame: u32,
     /// The delayed-ACK timer.
     pub delack_timer: TimerSlot,
     ts_recent: Time,
@@ -63,6 +65,7 @@ impl Receiver {
             unacked_segments: 0,
             delayed_ack: cfg.delayed_ack,
             delayed_ack_segments: cfg.delayed_ack_segments,
+            bare_frame: cfg.frame(0),
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
             hops: None,
@@ -171,7 +174,7 @@ impl Receiver {
             push(b, &mut ack);
         }
         ack.sack_len = n as u8;
-        ack.wire_bytes = ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER + sack_option_bytes(n as u32);
+        ack.wire_bytes = self.bare_frame + sack_option_bytes(n as u32);
         if let Some(seen) = self.int_echo {
             let o = seen.unwrap_or_default();
             ack.int = Some(TcpInt { int_ecr: o.int_val, id_ecr: o.id, lat_ecr: o.lat, ..TcpInt::default() });
