@@ -58,16 +58,38 @@ enum Command {
         dir: PathBuf,
     },
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
+    #[cfg(feature = "host")]
     Host {
         #[command(subcommand)]
         cmd: sluice_host::cli::HostCmd,
     },
     /// A network-namespace testbed (hosts, a switch, shaped links) on this machine.
+    #[cfg(feature = "host")]
     Testbed {
         #[command(subcommand)]
         cmd: sluice_host::cli::TestbedCmd,
     },
+    /// TCP-INT, the INT switch and BPF congestion control on this Linux host (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Host {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
+    /// A network-namespace testbed (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Testbed {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
 }
+
+/// Why `sluice host` and `sluice testbed` are missing from a default build, and how to get them.
+#[cfg(not(feature = "host"))]
+const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice host` and \
+`sluice testbed` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
+libelf-dev zlib1g-dev pkg-config, then `cargo build --release -p sluice-cli --features host`";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -85,8 +107,12 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Report { dir } => report::run(&dir),
+        #[cfg(feature = "host")]
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
+        #[cfg(feature = "host")]
         Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
+        #[cfg(not(feature = "host"))]
+        Command::Host { .. } | Command::Testbed { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
