@@ -6,6 +6,7 @@ mod sweep;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_sim::metrics::Provenance;
 use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
@@ -132,17 +133,18 @@ fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), S
 
 fn check(path: &Path, overrides: &[String]) -> Result<()> {
     let (loaded, world) = build(path, overrides)?;
-    let switches = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len() - world.host_count();
-    let classes: Vec<String> = world.classes().iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
-    println!(
-        "{}: ok — {} hosts, {} switches, {} flows; classes: {}",
-        loaded.file,
-        world.host_count(),
-        switches,
-        world.flows().len(),
-        classes.join(", ")
-    );
+    println!("{}", sluice_sim::metrics::describe(&loaded, &world));
     Ok(())
+}
+
+/// The provenance `run.json` records for a run of this program.
+fn provenance<'a>(loaded: &'a LoadedScenario, overrides: &'a [String]) -> Provenance<'a> {
+    Provenance {
+        loaded,
+        overrides,
+        version: env!("CARGO_PKG_VERSION"),
+        git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
+    }
 }
 
 fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()> {
@@ -180,7 +182,7 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
         b.finish_and_clear();
     }
     world.check_conservation().map_err(|e| anyhow::anyhow!("internal invariant violated: {e}"))?;
-    let summary = sluice_sim::metrics::write_outputs(&world, out, wall)?;
+    let summary = sluice_sim::metrics::write_run(&world, out, wall, &provenance(&loaded, overrides))?;
     if !quiet {
         let packets = world.counters().packets_sent as f64;
         eprintln!(
