@@ -78,3 +78,18 @@ def test_a_bad_cell_fails_before_anything_runs(scenario, tmp_path):
     with pytest.raises(sluice.SluiceError, match="cell classes.query.cc=nosuch: .*classes.query.cc"):
         sluice.sweep(scenario, {"classes.query.cc": ["dctcp", "nosuch"]}, [1], METRICS, store=tmp_path / "s", progress=False)
     assert not (tmp_path / "s").exists()
+
+
+def test_the_cli_hands_seeded_sweeps_to_this_package_and_reports_them(scenario, sluice_bin, tmp_path):
+    import subprocess
+    import sys
+
+    env = {"SLUICE_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}
+    store = tmp_path / "cli"
+    subprocess.run([sluice_bin, "sweep", scenario, "--grid", "classes.query.cc=cubic,dctcp", "--metric", "drops",
+                    "--seeds", "1..2", "--out", store, "--quiet"], check=True, env=env)
+    assert len(result_files(store)) == 4
+    api = sluice.sweep(scenario, {"classes.query.cc": ["cubic", "dctcp"]}, [1, 2], ["drops"], store=store, progress=False)
+    assert api.computed == 0
+    out = subprocess.run([sluice_bin, "report", store], check=True, capture_output=True, text=True).stdout
+    assert "(1 plots)" in out and (store / "sweep_1.png").exists()
