@@ -6,6 +6,7 @@ mod sweep;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_sim::metrics::Provenance;
 use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
@@ -58,16 +59,38 @@ enum Command {
         dir: PathBuf,
     },
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
+    #[cfg(feature = "host")]
     Host {
         #[command(subcommand)]
         cmd: sluice_host::cli::HostCmd,
     },
     /// A network-namespace testbed (hosts, a switch, shaped links) on this machine.
+    #[cfg(feature = "host")]
     Testbed {
         #[command(subcommand)]
         cmd: sluice_host::cli::TestbedCmd,
     },
+    /// TCP-INT, the INT switch and BPF congestion control on this Linux host (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Host {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
+    /// A network-namespace testbed (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Testbed {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
 }
+
+/// Why `sluice host` and `sluice testbed` are missing from a default build, and how to get them.
+#[cfg(not(feature = "host"))]
+const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice host` and \
+`sluice testbed` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
+libelf-dev zlib1g-dev pkg-config, then `cargo build --release -p sluice-cli --features host`";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -85,8 +108,12 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Report { dir } => report::run(&dir),
+        #[cfg(feature = "host")]
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
+        #[cfg(feature = "host")]
         Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
+        #[cfg(not(feature = "host"))]
+        Command::Host { .. } | Command::Testbed { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,17 +133,18 @@ fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), S
 
 fn check(path: &Path, overrides: &[String]) -> Result<()> {
     let (loaded, world) = build(path, overrides)?;
-    let switches = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len() - world.host_count();
-    let classes: Vec<String> = world.classes().iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
-    println!(
-        "{}: ok — {} hosts, {} switches, {} flows; classes: {}",
-        loaded.file,
-        world.host_count(),
-        switches,
-        world.flows().len(),
-        classes.join(", ")
-    );
+    println!("{}", sluice_sim::metrics::describe(&loaded, &world));
     Ok(())
+}
+
+/// The provenance `run.json` records for a run of this program.
+fn provenance<'a>(loaded: &'a LoadedScenario, overrides: &'a [String]) -> Provenance<'a> {
+    Provenance {
+        loaded,
+        overrides,
+        version: env!("CARGO_PKG_VERSION"),
+        git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
+    }
 }
 
 fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()> {
@@ -154,7 +182,7 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
         b.finish_and_clear();
     }
     world.check_conservation().map_err(|e| anyhow::anyhow!("internal invariant violated: {e}"))?;
-    let summary = sluice_sim::metrics::write_outputs(&world, out, wall)?;
+    let summary = sluice_sim::metrics::write_run(&world, out, wall, &provenance(&loaded, overrides))?;
     if !quiet {
         let packets = world.counters().packets_sent as f64;
         eprintln!(

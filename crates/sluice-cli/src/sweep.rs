@@ -38,6 +38,59 @@ pub struct SweepArgs {
     /// No per-cell progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Seeds to run every cell with: a range 1..5 (inclusive) or a list 1,2,7. With seeds the
+    /// sweep runs on the sluice Python package: one resumable result file per cell and seed in
+    /// --out, a mean and 95% confidence interval per cell, Parquet tables.
+    #[arg(long, value_name = "A..B|A,B,...")]
+    seeds: Option<String>,
+    /// Run the tasks on this Dask scheduler (tcp://host:port), through the sluice Python package.
+    #[arg(long, value_name = "ADDRESS")]
+    dask: Option<String>,
+}
+
+/// Hands a seeded or Dask sweep to the Python package (`python3 -m sluice sweep`), which owns the
+/// resumable store and the cluster client.
+fn hand_to_python(args: &SweepArgs) -> Result<()> {
+    let python = std::env::var("SLUICE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python).args(["-c", "import sluice"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        bail!(
+            "--seeds and --dask run on the sluice Python package, which `{python}` cannot import; install it \
+             with `pip install '.[dask]'` from the repository (or set SLUICE_PYTHON to a Python that has it)"
+        );
+    }
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args(["-m", "sluice", "sweep"]).arg(&args.scenario).arg("--out").arg(&args.out);
+    for g in &args.grid {
+        cmd.arg(format!("--grid={g}"));
+    }
+    for m in &args.metrics {
+        cmd.arg(format!("--metric={m}"));
+    }
+    for o in &args.overrides {
+        cmd.arg(format!("--set={o}"));
+    }
+    let seeds = match (&args.seeds, args.seed) {
+        (Some(s), _) => s.clone(),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "1".into(),
+    };
+    cmd.arg(format!("--seeds={seeds}"));
+    if let Some(j) = args.jobs {
+        cmd.arg(format!("--jobs={j}"));
+    }
+    if let Some(d) = &args.dask {
+        cmd.arg(format!("--dask={d}"));
+    }
+    if args.quiet {
+        cmd.arg("--quiet");
+    }
+    let status = cmd.status().with_context(|| format!("cannot start {python}"))?;
+    if !status.success() {
+        // The Python side has printed its error.
+        std::process::exit(status.code().unwrap_or(2));
+    }
+    Ok(())
 }
 
 /// One swept key and its values, in the order given.
@@ -320,6 +373,9 @@ fn csv_table(axes: &[Axis], metrics: &[Metric], cells: &[Cell], values: &[Vec<Op
 
 /// Runs `sluice sweep`.
 pub fn run(args: SweepArgs) -> Result<()> {
+    if args.seeds.is_some() || args.dask.is_some() {
+        return hand_to_python(&args);
+    }
     let axes = args.grid.iter().map(|g| parse_axis(g)).collect::<Result<Vec<_>>>()?;
     for (i, a) in axes.iter().enumerate() {
         if axes[..i].iter().any(|b| b.key == a.key) {

@@ -103,3 +103,59 @@ fn a_metric_missing_from_summary_json_names_the_path_and_what_is_there() {
     assert!(err.contains("keys there: backup, default, query"), "{err}");
     assert!(!dir.path().join("table.md").exists());
 }
+
+/// A sweep store as `sluice.sweep` leaves it: sweep.json and aggregated.csv.
+fn store(aggregated: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sweep.json"),
+        r#"{"scenario": "s.toml", "grid": {"classes.q.cc": ["cubic", "dctcp"], "switch.ecn.k": ["20KB", "60KB"]},
+           "seeds": [1, 2, 3], "metrics": ["drops"], "set": []}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("aggregated.csv"), aggregated).unwrap();
+    dir
+}
+
+#[test]
+fn report_on_a_sweep_store_plots_each_metric_against_the_grid() {
+    let dir = store(
+        "classes.q.cc,switch.ecn.k,drops:n,drops:mean,drops:ci_lo,drops:ci_hi\n\
+         cubic,20KB,3,10.0,8.0,12.0\ncubic,60KB,3,4.0,3.5,4.5\ndctcp,20KB,3,2.0,,\ndctcp,60KB,1,1.0,,\n",
+    );
+    let out = sluice(&["report", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(dir.path().join("sweep_1.png")).unwrap();
+    let decoder = png::Decoder::new(png.as_slice());
+    let info = decoder.read_info().unwrap();
+    assert_eq!((info.info().width, info.info().height), (960, 540));
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("4 cells x 3 seeds") && html.contains("<img src=\"sweep_1.png\""), "{html}");
+}
+
+#[test]
+fn report_on_a_broken_sweep_store_names_the_file_and_column() {
+    let dir = store("classes.q.cc,switch.ecn.k,drops:n,drops:mean,drops:ci_lo,drops:ci_hi\ncubic,20KB,3,ten,8.0,12.0\n");
+    let out = sluice(&["report", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("aggregated.csv:2: column 4: expected a number or nothing, got `ten`"), "{err}");
+    let dir = store("classes.q.cc,drops:mean\ncubic,1\n");
+    let err = String::from_utf8_lossy(&sluice(&["report", dir.path().to_str().unwrap()]).stderr).to_string();
+    assert!(err.contains("aggregated.csv: no column `switch.ecn.k`"), "{err}");
+}
+
+#[test]
+fn seeds_without_the_python_package_say_how_to_install_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["sweep", "scenarios/opencc_storage.toml", "--grid", "classes.query.cc=cubic", "--metric", "drops"])
+        .args(["--seeds", "1..2", "--out"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .env("SLUICE_PYTHON", "/nonexistent/python3")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sluice Python package") && err.contains("pip install '.[dask]'"), "{err}");
+}

@@ -3,13 +3,19 @@
 mod html;
 mod inputs;
 mod plots;
+mod sweep;
 
 use anyhow::{Context, Result};
 use std::path::Path;
 
-/// Reads the outputs in `dir`, writes one PNG per figure and report.html beside them, and prints
+/// Reads the outputs in `dir` (a run directory, or a sweep store), writes one PNG per figure and report.html beside them, and prints
 /// where the report is.
 pub fn run(dir: &Path) -> Result<()> {
+    if sweep::is_store(dir) {
+        let (path, n) = sweep::run(dir)?;
+        println!("{} ({n} plots)", path.display());
+        return Ok(());
+    }
     let inputs = inputs::Inputs::load(dir)?;
     let mut notes = Vec::new();
     let figures = plots::draw_all(&inputs, &mut notes)?;

@@ -30,9 +30,9 @@ const MAX_BARS: usize = 30;
 
 /// DejaVu Sans (see assets/fonts/README.md): bundled so drawing text needs no system font library.
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-const FONT_NAME: &str = "sans-serif";
+pub(super) const FONT_NAME: &str = "sans-serif";
 
-const PALETTE: [RGBColor; 10] = [
+pub(super) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -50,7 +50,7 @@ fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-fn register_font() -> Result<()> {
+pub(super) fn register_font() -> Result<()> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *ONCE.get_or_init(|| plotters::style::register_font(FONT_NAME, FontStyle::Normal, FONT).is_ok());
     if ok {
@@ -165,7 +165,7 @@ fn render(
     Ok(Figure { file, title, caption, png: encode_png(&rgb, w, h)? })
 }
 
-fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
+pub(super) fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, w, h);
     encoder.set_color(png::ColorType::Rgb);

@@ -1,0 +1,117 @@
+//! `sluice._native`: the simulator behind the `sluice` Python package. The Python half
+//! (python/sluice) turns these outputs into DataFrames; this half loads, checks and runs scenarios
+//! exactly as the `sluice` command does, and turns every failure into a Python exception.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyRuntimeError};
+use pyo3::prelude::*;
+use sluice_sim::metrics::{self, Provenance};
+use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
+use sluice_sim::world::World;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+create_exception!(_native, SluiceError, PyException, "A scenario or run that sluice rejects; the message is the CLI's.");
+
+/// Parses scenario text; `file` names it in errors and relative paths resolve against `base_dir`.
+fn load(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
+    scenario::parse(text, file, Path::new(base_dir), overrides)
+}
+
+/// Runs `f` without the GIL, turning a panic into an error rather than unwinding into Python.
+fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
+    let outcome = py.allow_threads(|| catch_unwind(AssertUnwindSafe(f)));
+    match outcome {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(message)) => Err(SluiceError::new_err(message)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(PyRuntimeError::new_err(format!("internal error in sluice (please report it): {what}")))
+        }
+    }
+}
+
+fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result<(LoadedScenario, World), String> {
+    let loaded = load(text, file, base_dir, overrides).map_err(|e| e.to_string())?;
+    let world = World::build(&loaded).map_err(|m| loaded.error_at(m).to_string())?;
+    Ok((loaded, world))
+}
+
+/// Simulates a scenario and writes the run's files into `out`; returns summary.json's text.
+#[pyfunction]
+fn run(py: Python<'_>, text: String, file: String, base_dir: String, overrides: Vec<String>, out: String) -> PyResult<String> {
+    guarded(py, move || {
+        let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
+        let started = std::time::Instant::now();
+        world.run(&mut |_| {});
+        let wall = started.elapsed().as_secs_f64();
+        world.check_conservation().map_err(|e| format!("internal invariant violated: {e}"))?;
+        let out = Path::new(&out);
+        let provenance = Provenance {
+            loaded: &loaded,
+            overrides: &overrides,
+            version: env!("CARGO_PKG_VERSION"),
+            git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
+        };
+        let summary = metrics::write_run(&world, out, wall, &provenance).map_err(|e| e.to_string())?;
+        serde_json::to_string(&summary).map_err(|e| e.to_string())
+    })
+}
+
+/// Validates a scenario; returns the line `sluice check` prints.
+#[pyfunction]
+fn check(py: Python<'_>, text: String, file: String, base_dir: String, overrides: Vec<String>) -> PyResult<String> {
+    guarded(py, move || {
+        let (loaded, world) = build(&text, &file, &base_dir, &overrides)?;
+        Ok(metrics::describe(&loaded, &world))
+    })
+}
+
+/// Every congestion-control algorithm: (name, aliases, summary, [(parameter, default line)]).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn algorithms() -> Vec<(String, Vec<String>, String, Vec<(String, String)>)> {
+    sluice_sim::cc::REGISTRY
+        .iter()
+        .map(|a| {
+            (
+                a.name.to_string(),
+                a.aliases.iter().map(|s| s.to_string()).collect(),
+                a.summary.to_string(),
+                a.params.iter().map(|(p, d)| (p.to_string(), d.to_string())).collect(),
+            )
+        })
+        .collect()
+}
+
+/// TOML text for a scenario given as JSON (a Python dict serialized by `json.dumps`).
+#[pyfunction]
+fn toml_from_json(json: &str) -> PyResult<String> {
+    let value: toml::Value = serde_json::from_str(json)
+        .map_err(|e| SluiceError::new_err(format!("<scenario dict>: {e} (TOML has no null: leave the key out instead)")))?;
+    if !value.is_table() {
+        return Err(SluiceError::new_err("<scenario dict>: expected a dict of scenario sections"));
+    }
+    toml::to_string(&value).map_err(|e| SluiceError::new_err(format!("<scenario dict>: {e}")))
+}
+
+/// The sluice version this module was built from.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SluiceError", m.py().get_type::<SluiceError>())?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(toml_from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! A run's output directory: which files a run owns, clearing an earlier run's, and `run.json`,
+//! the provenance that makes a directory reproducible.
+
+use super::{write_outputs, Summary};
+use crate::scenario::LoadedScenario;
+use crate::world::World;
+use serde::Serialize;
+use std::io;
+use std::path::Path;
+
+/// Every file a run or `sluice report` writes into a run directory. A new run removes these
+/// first, so no file from an earlier run (a queues.csv its scenario no longer samples, an old
+/// report) can pass for this run's.
+pub const OWNED_FILES: &[&str] = &[
+    "flows.csv",
+    "summary.json",
+    "fct_buckets.csv",
+    "utilization.csv",
+    "ports.csv",
+    "queues.csv",
+    "requests.csv",
+    "cwnd.csv",
+    "cc_state.csv",
+    "telemetry.csv",
+    "trace.pcap",
+    "run.json",
+    "report.html",
+    "slowdown_vs_size.png",
+    "fct_cdf.png",
+    "request_latency_cdf.png",
+    "queue_depth.png",
+    "cwnd.png",
+    "utilization.png",
+    "telemetry.png",
+];
+
+/// Where a run came from, as `run.json` records it.
+pub struct Provenance<'a> {
+    /// The scenario as loaded, overrides applied.
+    pub loaded: &'a LoadedScenario,
+    /// Every `--set` in the order given (a `--seed` appears as `sim.seed=N`).
+    pub overrides: &'a [String],
+    /// The sluice version of the program that ran it.
+    pub version: &'a str,
+    /// The git revision it was built from, or "unknown".
+    pub git_revision: &'a str,
+}
+
+#[derive(Serialize)]
+struct RunJson<'a> {
+    sluice_version: &'a str,
+    git_revision: &'a str,
+    scenario_file: &'a str,
+    overrides: &'a [String],
+    seed: u64,
+    scenario: &'a crate::scenario::Scenario,
+}
+
+/// An I/O error that names the path it concerns.
+fn at<'a>(path: &'a Path, what: &str) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    let what = what.to_string();
+    move |e| io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// Prepares `dir` for a run: creates it, or removes the files an earlier run left there.
+pub fn prepare_run_dir(dir: &Path) -> io::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("--out {}: exists and is not a directory; name a directory for the run's files", dir.display()),
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(at(dir, "--out: cannot create the directory"))?;
+    for f in OWNED_FILES {
+        let p = dir.join(f);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&p, "cannot remove the earlier run's")(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes a whole run into `dir`: clears an earlier run's files, writes every output and
+/// `run.json`. Returns the summary.
+pub fn write_run(world: &World, dir: &Path, wall_s: f64, provenance: &Provenance) -> io::Result<Summary> {
+    prepare_run_dir(dir)?;
+    let summary = write_outputs(world, dir, wall_s).map_err(at(dir, "writing the run's files into"))?;
+    let run = RunJson {
+        sluice_version: provenance.version,
+        git_revision: provenance.git_revision,
+        scenario_file: &provenance.loaded.file,
+        overrides: provenance.overrides,
+        seed: world.seed(),
+        scenario: &provenance.loaded.scenario,
+    };
+    let json = serde_json::to_string_pretty(&run).map_err(io::Error::other)?;
+    let path = dir.join("run.json");
+    std::fs::write(&path, json + "\n").map_err(at(&path, "cannot write"))?;
+    Ok(summary)
+}
+
+/// What `sluice check` says about a valid scenario: what it builds.
+pub fn describe(loaded: &LoadedScenario, world: &World) -> String {
+    let nodes = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len();
+    let classes: Vec<String> = world.classes().iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
+    format!(
+        "{}: ok — {} hosts, {} switches, {} flows; classes: {}",
+        loaded.file,
+        world.host_count(),
+        nodes - world.host_count(),
+        world.flows().len(),
+        classes.join(", ")
+    )
+}

@@ -1,0 +1,64 @@
+"""sluice, an open congestion-control platform: its datacenter simulator from Python.
+
+    import sluice
+    r = sluice.run("scenarios/quickstart.toml", seed=2)
+    r.flows.groupby("class").fct_ns.describe()
+
+`run` simulates one scenario; `sweep` runs a grid of overrides over seeds on a local process pool
+or a Dask cluster; `check` validates; `list_algorithms` lists congestion control with parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from . import _native
+from ._native import SluiceError
+from ._result import SCHEMAS, Result
+from ._scenario import Overrides, ScenarioLike, overrides, resolve
+from ._sweep import Sweep, sweep
+
+__all__ = ["run", "check", "sweep", "list_algorithms", "Result", "Sweep", "SluiceError", "SCHEMAS", "__version__"]
+__version__ = _native.version()
+
+
+def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None, out=None) -> Result:
+    """Simulates `scenario` (a path, TOML text or a dict) and returns its outputs.
+
+    `set` overrides keys like `sluice run --set` ({"classes.query.cc": "dctcp"} or
+    ["classes.query.cc=dctcp"]); `seed` overrides sim.seed. With `out`, the run's files stay in
+    that directory (an earlier run's files there are replaced). The simulation runs without the GIL.
+    Raises SluiceError with the CLI's message for a bad scenario.
+    """
+    sc = resolve(scenario)
+    sets = overrides(set, seed)
+    if out is not None:
+        _native.run(sc.text, sc.file, sc.base_dir, sets, str(out))
+        return Result.read(Path(out), keep=True)
+    with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
+        _native.run(sc.text, sc.file, sc.base_dir, sets, d)
+        return Result.read(Path(d), keep=False)
+
+
+def check(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None) -> str:
+    """Validates `scenario` and returns what `sluice check` prints; raises SluiceError if it is bad."""
+    sc = resolve(scenario)
+    return _native.check(sc.text, sc.file, sc.base_dir, overrides(set, seed))
+
+
+def list_algorithms() -> list[dict]:
+    """Every congestion-control algorithm: name, aliases, summary and parameters with defaults.
+
+    Each parameter is {"name", "default", "doc"}, from the `name = default  # meaning` lines
+    `sluice list` shows.
+    """
+    out = []
+    for name, aliases, summary, params in _native.algorithms():
+        ps = []
+        for pname, line in params:
+            default, _, doc = line.partition("#")
+            ps.append({"name": pname, "default": default.strip(), "doc": doc.strip()})
+        out.append({"name": name, "aliases": aliases, "summary": summary, "params": ps})
+    return out
