@@ -366,6 +366,9 @@ fn read_csv<T: DeserializeOwned>(dir: &Path, spec: &Spec) -> Result<Option<Vec<T
             Err(e) => return Err(record_error(&path, e)),
         }
         let line = record.position().map_or(0, |p| p.line());
+        if let Some((name, form, value)) = improper_figure(spec, &headers, &record) {
+            bail!("{shown}: line {line}: column `{name}`: expected {form}, found `{value}` (a figure is finite and not negative)");
+        }
         match record.deserialize::<T>(Some(&headers)) {
             Ok(row) => rows.push(row),
             Err(e) => {
@@ -386,6 +389,18 @@ fn read_csv<T: DeserializeOwned>(dir: &Path, spec: &Spec) -> Result<Option<Vec<T
         }
     }
     Ok(Some(rows))
+}
+
+/// The first numeric column of `record` holding NaN, an infinity or a negative value: no output
+/// of a run has one, and a plot of it would be empty or wrong.
+fn improper_figure<'r>(spec: &Spec, headers: &csv::StringRecord, record: &'r csv::StringRecord) -> Option<(&'static str, &'static str, &'r str)> {
+    let numeric = |form: &str| ["a number", "nanoseconds", "in bytes", "count"].iter().any(|w| form.contains(w));
+    spec.columns.iter().filter(|(_, form)| numeric(form)).find_map(|&(name, form)| {
+        let i = headers.iter().position(|h| h == name)?;
+        let raw = record.get(i)?.trim();
+        let v: f64 = raw.parse().ok()?;
+        (!v.is_finite() || v < 0.0).then_some((name, form, raw))
+    })
 }
 
 fn record_error(path: &Path, e: csv::Error) -> anyhow::Error {
