@@ -3,6 +3,7 @@
 
 pub mod cc;
 pub mod event;
+pub mod fuzzing;
 pub mod host;
 pub mod metrics;
 pub mod net;
