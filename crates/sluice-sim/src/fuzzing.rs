@@ -29,8 +29,9 @@ fn check_scenario(data: &[u8]) -> Result<(), String> {
     let overrides: Vec<String> = sets.lines().filter(|l| !l.is_empty()).map(String::from).collect();
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let loaded = crate::scenario::parse(toml, "fuzz.toml", &base, &overrides).map_err(|e| e.to_string())?;
-    let graph = loaded.scenario.topology.build(&loaded.base_dir)?;
-    crate::scenario::prepare(&loaded, &graph).map(|_| ())
+    let located = |m: String| loaded.error_at(m).to_string();
+    let graph = loaded.scenario.topology.build(&loaded.base_dir).map_err(located)?;
+    crate::scenario::prepare(&loaded, &graph).map(|_| ()).map_err(located)
 }
 
 /// Parses a CDF file and draws from it.

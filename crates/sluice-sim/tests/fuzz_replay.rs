@@ -52,7 +52,7 @@ fn the_bundled_seeds_are_valid_inputs() {
 
 #[test]
 fn scenario_input_overrides_follow_the_marker() {
-    let base = "[sim]\nduration = \"1ms\"\n[topology]\nkind = \"star\"\nhosts = 2\n[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1KB\" }]\n";
+    let base = "[sim]\nduration = \"1ms\"\n[topology]\nkind = \"star\"\nhosts = 2\nhost_rate = \"10Gbps\"\nhost_delay = \"1us\"\n[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1KB\" }]\n";
     assert_eq!(fuzzing::scenario(base.as_bytes()), Ok(()));
     let bad = format!("{base}{}workloads.0.kind=nope\n", fuzzing::OVERRIDES);
     let err = fuzzing::scenario(bad.as_bytes()).unwrap_err();
