@@ -483,13 +483,15 @@ pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> R
         err(line, format!("not valid TOML: {why}"))
     })?;
     tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &[], &key, m, None))?;
+    let defined: Vec<String> =
+        doc.get("classes").and_then(|c| c.as_table_like()).map(|t| t.iter().map(|(k, _)| k.to_string()).collect()).unwrap_or_default();
     let mut set = Vec::new();
     for o in overrides {
         let path = apply_override(&mut doc, o).map_err(|m| err(None, m))?;
         set.push((path, o.clone()));
     }
     tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &set, &key, m, None))?;
-    known_classes(text, &set).map_err(|m| err(None, m))?;
+    known_classes(&defined, &set).map_err(|m| err(None, m))?;
     let edited = doc.to_string();
     let de = toml::Deserializer::new(&edited);
     let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -568,10 +570,7 @@ fn tables_not_lists(item: &toml_edit::Item, at: &mut Vec<String>) -> Result<(), 
 
 /// A `--set classes.<name>...` must name a class of the scenario (or `default`), unless another
 /// override also assigns that class to flows; otherwise it configures a class no flow uses.
-fn known_classes(original: &str, set: &[(String, String)]) -> Result<(), String> {
-    let before: toml_edit::DocumentMut = original.parse().map_err(|_| String::new())?;
-    let defined: Vec<String> =
-        before.get("classes").and_then(|c| c.as_table_like()).map(|t| t.iter().map(|(k, _)| k.to_string()).collect()).unwrap_or_default();
+fn known_classes(defined: &[String], set: &[(String, String)]) -> Result<(), String> {
     for (path, o) in set {
         let Some(name) = path.strip_prefix("classes.").map(|r| r.split(['.', '[']).next().unwrap_or_default()) else {
             continue;

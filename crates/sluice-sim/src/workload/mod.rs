@@ -358,10 +358,9 @@ impl WorkloadConfig {
             match (fixed, cdf) {
                 (Some(_), Some(_)) => Err(format!("{key}.{k}_size: give either {k}_size or {k}_cdf, not both")),
                 (Some(b), None) => positive_size(Some(b), &format!("{k}_size")).map(SizeSource::Fixed),
-                (None, Some(c)) => {
-                    let cdf = cdf::resolve(c, ctx.base_dir).map_err(|e| format!("{key}.{k}_cdf: {e}"))?;
-                    Ok(SizeSource::Cdf(Arc::new(cdf)))
-                }
+                (None, Some(c)) => Ok(SizeSource::Cdf(Arc::new(
+                    cdf::resolve(c, ctx.base_dir).map_err(|e| format!("{key}.{k}_cdf: {e}"))?,
+                ))),
                 (None, None) => Err(format!("{key}.{k}_size: required for kind = \"{kind}\" (or {k}_cdf)")),
             }
         };
