@@ -97,7 +97,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { scenario, out, seed, mut overrides, quiet } => {
             if let Some(s) = seed {
-                overrides.push(format!("sim.seed={s}"));
+                overrides.push(format!("sim.seed=\"{s}\"")); // a string: TOML integers stop at 2^63 - 1
             }
             run(&scenario, &out, &overrides, quiet)
         }

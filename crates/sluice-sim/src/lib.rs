@@ -5,6 +5,7 @@ pub mod cc;
 pub mod context;
 pub mod event;
 pub mod flow;
+pub mod fuzzing;
 pub mod host;
 pub mod metrics;
 pub mod net;

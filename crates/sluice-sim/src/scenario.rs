@@ -7,7 +7,7 @@ use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::world::{Bucketing, ClassRuntime, IntRuntime, Parts, World};
 use crate::transport::tcp::TcpConfig;
-use crate::workload::{WorkloadConfig, WorkloadContext};
+use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -44,6 +44,32 @@ pub struct Scenario {
     /// "deadline") mapped to class names.
     #[serde(default)]
     pub policy: BTreeMap<String, String>,
+    /// Bounds on what the scenario may create, checked before anything is allocated.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// `[limits]`: the most a scenario may create. `check` estimates each before the run and refuses
+/// a scenario beyond one, naming the key that drives it; raise a limit here to go further.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Flows, counting those closed-loop applications open (default 10,000,000).
+    pub flows: u64,
+    /// Requests kept outstanding by one `rpc` workload's clients together (default 1,000,000).
+    pub outstanding: u64,
+    /// Queue and window samples together (default 100,000,000).
+    pub samples: u64,
+    /// Rows of `fct_buckets.csv` per class (default 10,000).
+    pub fct_buckets: u64,
+    /// Packets kept by `[output.pcap]` (default 10,000,000).
+    pub captured_packets: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { flows: 10_000_000, outstanding: 1_000_000, samples: 100_000_000, fct_buckets: 10_000, captured_packets: 10_000_000 }
+    }
 }
 
 /// `[int]`: TCP-INT in the fabric. Switches stamp unless listed as legacy; flows carry the option
@@ -174,10 +200,33 @@ impl IntConfig {
 pub struct SimConfig {
     /// Stop at this simulated time (required when flows are endless).
     pub duration: Option<Time>,
-    /// Seed of every random stream.
+    /// Seed of every random stream: a whole number from 0 to 18446744073709551615 (above
+    /// 9223372036854775807, TOML's largest integer, write it as a string).
+    #[serde(deserialize_with = "seed_from_toml")]
     pub seed: u64,
     /// End the run as soon as every finite flow has finished.
     pub stop_when_done: bool,
+}
+
+/// A seed written as a TOML integer or, for the upper half of the range, as a decimal string.
+fn seed_from_toml<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    const WORDS: &str = "a whole number from 0 to 18446744073709551615";
+    match toml::Value::deserialize(d)? {
+        toml::Value::Integer(i) => u64::try_from(i).map_err(|_| D::Error::custom(format!("expected {WORDS}; got {i}"))),
+        toml::Value::String(s) => s.trim().parse().map_err(|_| D::Error::custom(format!("expected {WORDS}; got \"{s}\""))),
+        other => Err(D::Error::custom(format!("expected {WORDS}; got {}", value_in_words(&other)))),
+    }
+}
+
+/// A TOML value of the wrong kind, described for an error message.
+fn value_in_words(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Array(_) => "a list".into(),
+        toml::Value::Table(_) => "a table".into(),
+        toml::Value::Boolean(b) => format!("the boolean {b}"),
+        other => other.to_string(),
+    }
 }
 
 impl Default for SimConfig {
@@ -419,14 +468,31 @@ pub struct LoadedScenario {
     pub file: String,
     /// Directory relative paths in it resolve against.
     pub base_dir: PathBuf,
+    /// The user's text, before overrides: lines in errors point into it.
     text: String,
+    /// Each override as written, with the key path it sets ("workloads[0].size").
+    overrides: Vec<(String, String)>,
 }
 
 impl LoadedScenario {
-    /// An error about `key` located at its line in the file when it can be found there.
+    /// An error about the key that starts `message`, located at the `--set` that set it or at its
+    /// line in the file.
     pub fn error_at(&self, message: String) -> ScenarioError {
         let key = message.split(':').next().unwrap_or_default();
-        ScenarioError { file: self.file.clone(), line: line_of_key(&self.text, key), message }
+        locate(&self.file, &self.text, &self.overrides, key, message.clone(), None)
+    }
+}
+
+/// Places an error about `key`: an override that set the key (or a table above it) is cited by
+/// its `--set`; otherwise the key's line in the user's text, or `line` when given.
+fn locate(file: &str, text: &str, overrides: &[(String, String)], key: &str, message: String, line: Option<usize>) -> ScenarioError {
+    let key = key.trim();
+    let set_by = overrides.iter().rev().find(|(path, _)| {
+        key == path || key.starts_with(&format!("{path}.")) || key.starts_with(&format!("{path}["))
+    });
+    match set_by {
+        Some((_, o)) => ScenarioError { file: file.to_string(), line: None, message: format!("--set {o}: {message}") },
+        None => ScenarioError { file: file.to_string(), line: line.or_else(|| line_of_key(text, key)), message },
     }
 }
 
@@ -444,36 +510,184 @@ pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> R
     let err = |line, message| ScenarioError { file: file.to_string(), line, message };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         let line = e.span().map(|s| line_at(text, s.start));
-        err(line, format!("not valid TOML: {}", e.message().trim()))
+        let why = e.message().trim();
+        let why = if why.is_empty() {
+            "this line cannot be read; expected `key = value`, a [table] header, a comment or a blank line"
+        } else {
+            why
+        };
+        err(line, format!("not valid TOML: {why}"))
     })?;
+    tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &[], &key, m, None))?;
+    let defined: Vec<String> =
+        doc.get("classes").and_then(|c| c.as_table_like()).map(|t| t.iter().map(|(k, _)| k.to_string()).collect()).unwrap_or_default();
+    let mut set = Vec::new();
     for o in overrides {
-        apply_override(&mut doc, o).map_err(|m| err(None, m))?;
+        let path = apply_override(&mut doc, o).map_err(|m| err(None, m))?;
+        set.push((path, o.clone()));
     }
-    let text = doc.to_string();
-    let de = toml::Deserializer::new(&text);
+    tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &set, &key, m, None))?;
+    known_classes(&defined, &set).map_err(|m| err(None, m))?;
+    let edited = doc.to_string();
+    let de = toml::Deserializer::new(&edited);
     let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.inner();
-        let line = inner.span().map(|s| line_at(&text, s.start));
-        let msg = inner.message().trim().to_string();
+        // Spans point into the edited text, which matches the user's only without overrides.
+        let line = if set.is_empty() { inner.span().map(|s| line_at(&edited, s.start)) } else { None };
+        let msg = in_words(inner.message().trim());
         if path == "." || path.is_empty() {
             err(line, msg)
         } else {
-            err(line, format!("{path}: {msg}"))
+            locate(file, text, &set, &path, format!("{path}: {msg}"), line)
         }
     })?;
-    Ok(LoadedScenario { scenario, file: file.to_string(), base_dir: base_dir.to_path_buf(), text })
+    Ok(LoadedScenario { scenario, file: file.to_string(), base_dir: base_dir.to_path_buf(), text: text.to_string(), overrides: set })
 }
 
+/// Key paths (with `*` for any name or index) whose value must be a table, never a list.
+const TABLE_KEYS: &[&str] = &[
+    "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
+    "classes.*.match", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
+    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits",
+];
+
+/// Refuses a list where the schema has a table (`sim = ["5ms", 7, false]`), which serde would
+/// otherwise read by position.
+fn tables_not_lists(item: &toml_edit::Item, at: &mut Vec<String>) -> Result<(), (String, String)> {
+    let is_table_key = |at: &[String]| {
+        TABLE_KEYS.iter().any(|k| {
+            let parts: Vec<&str> = k.split('.').collect();
+            parts.len() == at.len() && parts.iter().zip(at).all(|(p, a)| *p == "*" || p == a)
+        })
+    };
+    let shown = |at: &[String]| {
+        let mut out = String::new();
+        for seg in at {
+            match seg.parse::<usize>() {
+                Ok(i) => out.push_str(&format!("[{i}]")),
+                Err(_) if out.is_empty() => out.push_str(seg),
+                Err(_) => out.push_str(&format!(".{seg}")),
+            }
+        }
+        out
+    };
+    if let Some(arr) = item.as_array() {
+        if is_table_key(at) {
+            let key = shown(at);
+            return Err((key.clone(), format!("{key}: expected a table of named keys ([{key}] or {key} = {{ .. }}); got a list, whose entries cannot be matched to keys")));
+        }
+        for (i, v) in arr.iter().enumerate() {
+            at.push(i.to_string());
+            let r = tables_not_lists(&toml_edit::Item::Value(v.clone()), at);
+            at.pop();
+            r?;
+        }
+    } else if let Some(arr) = item.as_array_of_tables() {
+        for (i, t) in arr.iter().enumerate() {
+            at.push(i.to_string());
+            let r = tables_not_lists(&toml_edit::Item::Table(t.clone()), at);
+            at.pop();
+            r?;
+        }
+    } else if let Some(t) = item.as_table_like() {
+        if at.len() > 6 {
+            return Ok(()); // deeper than any key of the schema: serde names what is wrong there
+        }
+        for (k, v) in t.iter() {
+            at.push(k.to_string());
+            let r = tables_not_lists(v, at);
+            at.pop();
+            r?;
+        }
+    }
+    Ok(())
+}
+
+/// A `--set classes.<name>...` must name a class of the scenario (or `default`), unless another
+/// override also assigns that class to flows; otherwise it configures a class no flow uses.
+fn known_classes(defined: &[String], set: &[(String, String)]) -> Result<(), String> {
+    for (path, o) in set {
+        let Some(name) = path.strip_prefix("classes.").map(|r| r.split(['.', '[']).next().unwrap_or_default()) else {
+            continue;
+        };
+        let assigned = set.iter().any(|(p, v)| {
+            (p.ends_with(".class") || p.starts_with("policy.")) && v.split_once('=').is_some_and(|(_, v)| v.trim().trim_matches('"') == name)
+        });
+        if name != "default" && !defined.iter().any(|d| d == name) && !assigned {
+            let list = if defined.is_empty() { "it defines none besides default".to_string() } else { format!("its classes are default, {}", defined.join(", ")) };
+            return Err(format!("--set {o}: the scenario has no class \"{name}\" and no flow would use it; {list}"));
+        }
+    }
+    Ok(())
+}
+
+/// Turns serde's type vocabulary (`u32`, `struct SimConfig`, `sequence`) into words.
+fn in_words(msg: &str) -> String {
+    let Some(rest) = msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: ")) else {
+        return msg.to_string();
+    };
+    let Some((got, expected)) = rest.rsplit_once(", expected ") else {
+        return msg.to_string();
+    };
+    let expected = match expected.trim() {
+        "u8" => "a whole number from 0 to 255".to_string(),
+        "u16" => "a whole number from 0 to 65535".to_string(),
+        "u32" => "a whole number from 0 to 4294967295".to_string(),
+        "u64" | "usize" => "a whole number of 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "a list like [1, 2]".to_string(),
+        "a map" => "a table".to_string(),
+        e if e.starts_with("struct ") => "a table of named keys".to_string(),
+        e => e.to_string(),
+    };
+    let got = got.trim();
+    let got = if let Some(v) = got.strip_prefix("integer ").or_else(|| got.strip_prefix("floating point ")) {
+        format!("the number {}", v.trim_matches('`'))
+    } else if let Some(v) = got.strip_prefix("boolean ") {
+        format!("the boolean {}", v.trim_matches('`'))
+    } else if let Some(v) = got.strip_prefix("string ") {
+        format!("the text {v}")
+    } else if got == "sequence" {
+        "a list".to_string()
+    } else if got == "map" {
+        "a table".to_string()
+    } else {
+        got.to_string()
+    };
+    format!("expected {expected}; got {got}")
+}
+
+/// The most levels a `--set` key path may have; the schema's deepest key has six.
+const MAX_KEY_DEPTH: usize = 16;
+
 /// Sets one `a.b.c=value` override; the value is TOML if it parses as TOML, a string otherwise.
-fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<(), String> {
+/// Returns the key path it set, as errors spell it ("workloads[0].size").
+fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<String, String> {
     let (path, raw) = o
         .split_once('=')
         .ok_or_else(|| format!("--set {o}: expected key.path=value, like classes.query.cc=dctcp"))?;
     let keys: Vec<&str> = path.trim().split('.').collect();
-    if keys.iter().any(|k| k.is_empty()) {
-        return Err(format!("--set {o}: empty key in \"{path}\""));
+    if keys.iter().any(|k| k.trim().is_empty()) {
+        return Err(format!("--set {o}: empty key in \"{}\"; expected key.path=value", path.trim()));
     }
+    if keys.len() > MAX_KEY_DEPTH {
+        return Err(format!("--set {o}: the key has {} levels; no scenario key has more than {MAX_KEY_DEPTH}", keys.len()));
+    }
+    let keys: Vec<&str> = keys.iter().map(|k| k.trim()).collect();
+    let shown = {
+        let mut out = String::new();
+        for (i, k) in keys.iter().enumerate() {
+            match k.parse::<usize>() {
+                Ok(n) if i > 0 => out.push_str(&format!("[{n}]")),
+                _ if i == 0 => out.push_str(k),
+                _ => out.push_str(&format!(".{k}")),
+            }
+        }
+        out
+    };
     let value: toml_edit::Value = raw
         .trim()
         .parse::<toml_edit::Value>()
@@ -484,7 +698,7 @@ fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<(), Strin
         let k = keys[i];
         if i + 1 == keys.len() {
             table.insert(k, toml_edit::Item::Value(value));
-            return Ok(());
+            return Ok(shown);
         }
         let here = keys[..=i].join(".");
         if let Ok(idx) = keys[i + 1].parse::<usize>() {
@@ -513,7 +727,7 @@ fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<(), Strin
             .ok_or_else(|| format!("--set {o}: \"{here}\" is a value, not a table"))?;
         i += 1;
     }
-    Ok(())
+    Ok(shown)
 }
 
 /// 1-based line of a byte offset.
@@ -576,6 +790,22 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     if sc.sim.duration == Some(Time::ZERO) {
         return Err("sim.duration: expected a positive duration like \"10ms\"".into());
     }
+    let limits = &sc.limits;
+    let buckets = match &bucketing {
+        Bucketing::Percent(p) => (100.0 / p).ceil(),
+        Bucketing::Edges(e) => e.len() as f64 + 1.0,
+    };
+    if buckets > limits.fct_buckets as f64 {
+        let key = if matches!(bucketing, Bucketing::Percent(_)) { "percent" } else { "edges" };
+        return Err(format!(
+            "output.fct_buckets.{key}: would make {buckets:.0} buckets per class, above limits.fct_buckets = {}; use at least {} percent per bucket or raise the limit",
+            limits.fct_buckets,
+            100.0 / limits.fct_buckets as f64
+        ));
+    }
+    if let Some(d) = sc.sim.duration {
+        slow_links(graph, &sc.topology.kind, sc.transport.mtu as u64, d)?;
+    }
 
     let mut classes = Vec::new();
     let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
@@ -629,6 +859,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         }
     }
     let ctx = WorkloadContext {
+        max_flows: limits.flows,
+        max_outstanding: limits.outstanding,
         rules: std::sync::Arc::new(rules),
         host_rates: &host_rates,
         base_dir: &loaded.base_dir,
@@ -639,7 +871,16 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     let mut flows = Vec::new();
     let mut apps = Vec::new();
     for (i, w) in sc.workloads.iter().enumerate() {
-        let generated = w.generate(&format!("workloads[{i}]"), i, &ctx)?;
+        let key = format!("workloads[{i}]");
+        let generated = w.generate(&key, i, &ctx)?;
+        sizes_fit_in_time(&generated.flows, &host_rates, &sc.transport, &key, w)?;
+        if (flows.len() + generated.flows.len()) as u64 > limits.flows {
+            return Err(format!(
+                "{key}: the workloads make {} flows so far, above limits.flows = {}; make fewer or raise the limit",
+                flows.len() + generated.flows.len(),
+                limits.flows
+            ));
+        }
         flows.extend(generated.flows);
         apps.extend(generated.app);
     }
@@ -673,6 +914,13 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             if pc.max_packets == Some(0) {
                 return Err("output.pcap.max_packets: expected at least 1".into());
             }
+            if let Some(m) = pc.max_packets.filter(|&m| m > limits.captured_packets) {
+                return Err(format!(
+                    "output.pcap.max_packets: {m} packets is above limits.captured_packets = {}; capture fewer or raise the limit",
+                    limits.captured_packets
+                ));
+            }
+            flow_ids_exist(&pc.flows, "output.pcap.flows", flows.len(), !apps.is_empty(), limits)?;
             Some(crate::net::capture::CaptureSpec {
                 ports,
                 flows: pc.flows.clone(),
@@ -681,6 +929,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             })
         }
     };
+    // How long the run lasts: its duration, or at least until the last flow starts.
+    let horizon = sc.sim.duration.unwrap_or_else(|| flows.last().map_or(Time::ZERO, |f| f.start));
+    let samples = |count: usize, interval: Time| count as f64 * (horizon.0 as f64 / interval.0.max(1) as f64).floor();
     let (mut queue_ports, mut queue_interval) = (Vec::new(), Time::ZERO);
     if let Some(qs) = &sc.output.queues {
         if qs.interval == Time::ZERO {
@@ -693,6 +944,15 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             // A port named twice ("sw0->h0" and "sw0") is sampled once.
             queue_ports.extend(ps.into_iter().filter(|p| !queue_ports.contains(p)).collect::<Vec<_>>());
         }
+        let n = samples(queue_ports.len(), qs.interval);
+        if n > limits.samples as f64 {
+            return Err(format!(
+                "output.queues.interval: sampling {} ports every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
+                queue_ports.len(),
+                qs.interval,
+                limits.samples
+            ));
+        }
     }
     let (mut cwnd_flows, mut cwnd_interval) = (None, Time::ZERO);
     if let Some(cs) = &sc.output.cwnd {
@@ -702,8 +962,20 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         if let Some(&bad) = cs.flows.iter().find(|&&f| f as usize >= flows.len()) {
             return Err(format!("output.cwnd.flows: flow {bad} does not exist; the scenario has {} flows", flows.len()));
         }
+        let sampled = if cs.flows.is_empty() { flows.len() } else { cs.flows.len() };
+        let n = samples(sampled, cs.interval);
+        if n > limits.samples as f64 {
+            return Err(format!(
+                "output.cwnd.interval: sampling {sampled} flows every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
+                cs.interval,
+                limits.samples
+            ));
+        }
         cwnd_interval = cs.interval;
         cwnd_flows = Some(cs.flows.clone());
+    }
+    if let Some(t) = &sc.output.telemetry {
+        flow_ids_exist(&t.flows, "output.telemetry.flows", flows.len(), !apps.is_empty(), limits)?;
     }
     Ok(Parts {
         seed: sc.sim.seed,
@@ -725,4 +997,72 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         capture,
         telemetry: sc.output.telemetry.as_ref().map(|t| (t.interval, (!t.flows.is_empty()).then(|| t.flows.clone()))),
     })
+}
+
+/// Flow ids listed under `key` must name flows: ids below the count of flows known up front, or,
+/// when applications open flows during the run, below `limits.flows`.
+fn flow_ids_exist(ids: &[u32], key: &str, known: usize, apps: bool, limits: &Limits) -> Result<(), String> {
+    let bound = if apps { limits.flows.max(known as u64) } else { known as u64 };
+    match ids.iter().position(|&f| f as u64 >= bound) {
+        None => Ok(()),
+        Some(i) if apps => Err(format!(
+            "{key}[{i}]: flow {} cannot exist; the scenario makes at most limits.flows = {bound} flows (ids 0 to {})",
+            ids[i],
+            bound.saturating_sub(1)
+        )),
+        Some(i) => Err(format!(
+            "{key}[{i}]: flow {} does not exist; the scenario has {known} flows (ids 0 to {})",
+            ids[i],
+            known.saturating_sub(1)
+        )),
+    }
+}
+
+/// Every link must carry at least one full frame within the run, or nothing it reports means much.
+fn slow_links(graph: &Graph, kind: &str, mtu: u64, duration: Time) -> Result<(), String> {
+    let hosts = graph.hosts();
+    for l in &graph.links {
+        let frame = l.rate.tx_time(mtu);
+        if frame <= duration {
+            continue;
+        }
+        let host_link = hosts.contains(&l.a) || hosts.contains(&l.b);
+        let key = match kind {
+            "hpcc_file" => "topology.file",
+            _ if host_link => "topology.host_rate",
+            "dumbbell" => "topology.core_rate",
+            "leaf_spine" => "topology.fabric_rate",
+            _ => "topology.agg_rate",
+        };
+        return Err(format!(
+            "{key}: at {} one {mtu}-byte frame takes {frame}, longer than the whole run (sim.duration = {duration}); use a faster link or a longer run",
+            l.rate
+        ));
+    }
+    Ok(())
+}
+
+/// A flow's transmission at its sender's rate must end within the representable time, or its
+/// ideal completion time (and slowdown) would be wrong.
+fn sizes_fit_in_time(flows: &[FlowSpec], host_rates: &[crate::time::Rate], tcp: &TcpConfig, key: &str, w: &WorkloadConfig) -> Result<(), String> {
+    for f in flows {
+        let (Some(size), Some(&rate)) = (f.size, host_rates.get(f.src)) else { continue };
+        let t = rate.tx_time(tcp.wire_bytes_at(size.min(Bytes::INPUT_MAX.0), tcp.mss()));
+        if size > Bytes::INPUT_MAX.0 || t.checked_add(f.start).is_none_or(|end| end > Time::INPUT_MAX) {
+            let field = match w.kind.as_str() {
+                "trace" => "file",
+                "flows" => "flows",
+                "poisson" if w.cdf.is_some() => "cdf",
+                _ => "size",
+            };
+            let largest = rate.bytes_in(Time::INPUT_MAX.saturating_sub(f.start)).min(Bytes::INPUT_MAX.0) * 95 / 100;
+            return Err(format!(
+                "{key}.{field}: a flow of {size} bytes from host {} starting at {} does not finish sending at {rate} within {}; the largest size that works there is about {largest} bytes",
+                f.src,
+                f.start,
+                Time::INPUT_MAX
+            ));
+        }
+    }
+    Ok(())
 }

@@ -13,6 +13,9 @@ impl Time {
     pub const ZERO: Time = Time(0);
     /// The latest representable time (about 213 days).
     pub const MAX: Time = Time(u64::MAX);
+    /// The longest duration or instant a scenario may state (1,000,000 s, about 11.6 days): sums of
+    /// a handful of such values (a start plus a run, a delay plus a transmission) stay representable.
+    pub const INPUT_MAX: Time = Time(1_000_000_000_000_000_000);
 
     /// A span of `ns` nanoseconds.
     pub const fn from_ns(ns: u64) -> Time {
@@ -46,6 +49,10 @@ impl Time {
     pub fn saturating_sub(self, o: Time) -> Time {
         Time(self.0.saturating_sub(o.0))
     }
+    /// Checked addition.
+    pub fn checked_add(self, o: Time) -> Option<Time> {
+        self.0.checked_add(o.0).map(Time)
+    }
     /// Multiplies a span by an integer, saturating.
     pub fn saturating_mul(self, k: u64) -> Time {
         Time(self.0.saturating_mul(k))
@@ -62,21 +69,26 @@ impl Time {
             "s" => 1_000_000_000_000,
             _ => return Err(format!("expected a duration with a unit (ps, ns, us, ms, s), like \"10us\"; got \"{s}\"")),
         };
-        parse_scaled(num, scale)
+        let t = parse_scaled(num, scale)
             .map(Time)
-            .ok_or_else(|| format!("expected a non-negative duration like \"2.5ms\"; got \"{s}\""))
+            .ok_or_else(|| format!("expected a non-negative duration like \"2.5ms\"; got \"{s}\""))?;
+        if t > Time::INPUT_MAX {
+            return Err(format!("expected a duration of at most {} (the largest that works); got \"{s}\"", Time::INPUT_MAX));
+        }
+        Ok(t)
     }
 }
 
 impl Add for Time {
     type Output = Time;
+    /// Saturates at [`Time::MAX`] rather than wrapping to the past.
     fn add(self, o: Time) -> Time {
-        Time(self.0 + o.0)
+        Time(self.0.saturating_add(o.0))
     }
 }
 impl AddAssign for Time {
     fn add_assign(&mut self, o: Time) {
-        self.0 += o.0
+        self.0 = self.0.saturating_add(o.0)
     }
 }
 impl Sub for Time {
@@ -121,14 +133,15 @@ impl Rate {
     pub const fn bps(self) -> u64 {
         self.0
     }
-    /// Time to serialize `bytes` at this rate (rounded up to a whole picosecond).
+    /// Time to serialize `bytes` at this rate (rounded up to a whole picosecond; [`Time::MAX`]
+    /// when it is not representable).
     pub fn tx_time(self, bytes: u64) -> Time {
         let num = bytes as u128 * 8 * 1_000_000_000_000u128;
-        Time(num.div_ceil(self.0 as u128) as u64)
+        Time(u64::try_from(num.div_ceil(self.0.max(1) as u128)).unwrap_or(u64::MAX))
     }
-    /// Bytes this rate carries in `t`.
+    /// Bytes this rate carries in `t` (saturating).
     pub fn bytes_in(self, t: Time) -> u64 {
-        (self.0 as u128 * t.0 as u128 / 8 / 1_000_000_000_000u128) as u64
+        u64::try_from(self.0 as u128 * t.0 as u128 / 8 / 1_000_000_000_000u128).unwrap_or(u64::MAX)
     }
 
     /// Parses "100Gbps", "2.5Gbps", "400Mbps", "1Tbps", "9600bps".
@@ -181,9 +194,22 @@ impl Bytes {
             "GiB" => 1 << 30,
             _ => return Err(format!("expected a size (B, KB, MB, GB, KiB, MiB, GiB), like \"32MB\"; got \"{s}\"")),
         };
-        parse_scaled(num, scale)
+        let b = parse_scaled(num, scale)
             .map(Bytes)
-            .ok_or_else(|| format!("expected a non-negative size like \"9KB\"; got \"{s}\""))
+            .ok_or_else(|| format!("expected a non-negative size like \"9KB\"; got \"{s}\""))?;
+        b.within_limit().map_err(|e| format!("{e}; got \"{s}\""))
+    }
+
+    /// The largest size a scenario may state (1 PB): a transfer of it at 8 Gb/s or faster still
+    /// ends within [`Time::INPUT_MAX`].
+    pub const INPUT_MAX: Bytes = Bytes(1_000_000_000_000_000);
+
+    fn within_limit(self) -> Result<Bytes, String> {
+        if self > Bytes::INPUT_MAX {
+            Err(format!("expected a size of at most {}B (1PB, the largest that works)", Bytes::INPUT_MAX.0))
+        } else {
+            Ok(self)
+        }
     }
 }
 
@@ -234,22 +260,72 @@ fn parse_scaled(num: &str, scale: u64) -> Option<u64> {
     u64::try_from(v).ok()
 }
 
-/// Accepts a string with a unit or (for sizes) a bare integer.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StrOrInt {
-    Int(i64),
-    Float(f64),
-    Str(String),
+/// What a TOML value of the wrong kind is, in words.
+fn kind_of(u: de::Unexpected) -> String {
+    match u {
+        de::Unexpected::Bool(b) => format!("the boolean {b}"),
+        de::Unexpected::Signed(i) => format!("the number {i}"),
+        de::Unexpected::Unsigned(i) => format!("the number {i}"),
+        de::Unexpected::Float(f) => format!("the number {f}"),
+        de::Unexpected::Seq => "a list".into(),
+        de::Unexpected::Map => "a table".into(),
+        other => other.to_string(),
+    }
 }
+
+/// Reads a quantity written as a string with a unit (or, where `int` allows, a bare integer),
+/// explaining anything else in words.
+struct UnitVisitor<T> {
+    expected: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+    int: fn(i64) -> Result<T, String>,
+}
+
+impl<T> UnitVisitor<T> {
+    fn wrong<E: de::Error>(&self, u: de::Unexpected) -> E {
+        E::custom(format!("expected {}; got {}", self.expected, kind_of(u)))
+    }
+}
+
+impl<'de, T> de::Visitor<'de> for UnitVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expected)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(E::custom)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        (self.int)(v).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        (self.int)(i64::try_from(v).unwrap_or(i64::MAX)).map_err(E::custom)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        Err(self.wrong(de::Unexpected::Float(v)))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<T, E> {
+        Err(self.wrong(de::Unexpected::Bool(v)))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+        Err(self.wrong(de::Unexpected::Seq))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+        Err(self.wrong(de::Unexpected::Map))
+    }
+}
+
+const DURATION_WORDS: &str = "a duration with a unit, like \"10us\" or \"2.5ms\"";
+const RATE_WORDS: &str = "a rate with a unit, like \"100Gbps\"";
+const SIZE_WORDS: &str = "a size like \"9KB\" or a whole number of bytes like 1500";
 
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match StrOrInt::deserialize(d)? {
-            StrOrInt::Str(s) => Time::parse(&s).map_err(de::Error::custom),
-            StrOrInt::Int(0) => Ok(Time::ZERO),
-            _ => Err(de::Error::custom("expected a duration with a unit, like \"10us\" or \"2.5ms\"")),
-        }
+        d.deserialize_any(UnitVisitor {
+            expected: DURATION_WORDS,
+            parse: Time::parse,
+            int: |i| if i == 0 { Ok(Time::ZERO) } else { Err(format!("expected {DURATION_WORDS}; got the number {i}")) },
+        })
     }
 }
 impl Serialize for Time {
@@ -259,10 +335,11 @@ impl Serialize for Time {
 }
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match StrOrInt::deserialize(d)? {
-            StrOrInt::Str(s) => Rate::parse(&s).map_err(de::Error::custom),
-            _ => Err(de::Error::custom("expected a rate with a unit, like \"100Gbps\"")),
-        }
+        d.deserialize_any(UnitVisitor {
+            expected: RATE_WORDS,
+            parse: Rate::parse,
+            int: |i| Err(format!("expected {RATE_WORDS}; got the number {i}")),
+        })
     }
 }
 impl Serialize for Rate {
@@ -272,12 +349,14 @@ impl Serialize for Rate {
 }
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match StrOrInt::deserialize(d)? {
-            StrOrInt::Str(s) => Bytes::parse(&s).map_err(de::Error::custom),
-            StrOrInt::Int(i) if i >= 0 => Ok(Bytes(i as u64)),
-            StrOrInt::Int(i) => Err(de::Error::custom(format!("expected a non-negative size like \"9KB\" or 1500; got {i}"))),
-            StrOrInt::Float(f) => Err(de::Error::custom(format!("expected a whole number of bytes or a size like \"9KB\"; got {f}"))),
-        }
+        d.deserialize_any(UnitVisitor {
+            expected: SIZE_WORDS,
+            parse: Bytes::parse,
+            int: |i| match u64::try_from(i) {
+                Ok(b) => Bytes(b).within_limit(),
+                Err(_) => Err(format!("expected a non-negative size like \"9KB\" or 1500; got {i}")),
+            },
+        })
     }
 }
 impl Serialize for Bytes {
@@ -328,5 +407,33 @@ mod tests {
             assert_eq!(Time::parse(s).unwrap().to_string(), s);
         }
         assert_eq!(Time(4_131_132_720).to_string(), "4.131ms");
+    }
+
+    #[test]
+    fn scenario_quantities_are_bounded_and_arithmetic_never_wraps() {
+        assert_eq!(Time::parse("1000000s").unwrap(), Time::INPUT_MAX);
+        let e = Time::parse("5000000s").unwrap_err();
+        assert!(e.contains("at most 1000000s"), "{e}");
+        assert!(Time::parse("18446744.0737s").is_err());
+        assert!(Bytes::parse("2000TB").unwrap_err().contains("1PB"));
+        assert_eq!(Time(u64::MAX - 5) + Time(10), Time::MAX);
+        // 1 PB at 1 bps does not fit in 2^64 ps: the serialization time saturates instead of wrapping.
+        assert_eq!(Rate(1).tx_time(Bytes::INPUT_MAX.0), Time::MAX);
+        // The largest input size at 8 Gb/s takes exactly the largest input time.
+        assert_eq!(Rate(8_000_000_000).tx_time(Bytes::INPUT_MAX.0), Time::INPUT_MAX);
+    }
+
+    #[test]
+    fn wrong_kinds_are_explained_in_words() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            d: Time,
+        }
+        let e = toml::from_str::<T>("d = true").unwrap_err().message().to_string();
+        assert!(e.contains("expected a duration with a unit") && e.contains("the boolean true"), "{e}");
+        assert!(!e.contains("enum"), "{e}");
+        let e = toml::from_str::<T>("d = 5").unwrap_err().message().to_string();
+        assert!(e.contains("got the number 5"), "{e}");
     }
 }

@@ -289,7 +289,12 @@ fn read_summary(dir: &Path) -> Result<Option<serde_json::Value>> {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => bail!("{}: cannot read: {e}", path.display()),
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    parse_summary(&text, &path).map(Some)
+}
+
+/// Parses summary.json's text; `path` names it in errors.
+fn parse_summary(text: &str, path: &Path) -> Result<serde_json::Value> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         anyhow::anyhow!(
             "{}: line {}, column {}: {e}; expected a JSON object as written by `sluice run`",
             path.display(),
@@ -304,7 +309,7 @@ fn read_summary(dir: &Path) -> Result<Option<serde_json::Value>> {
             kind_of(&value)
         );
     }
-    Ok(Some(value))
+    Ok(value)
 }
 
 fn kind_of(v: &serde_json::Value) -> &'static str {
@@ -330,9 +335,14 @@ fn read_csv<T: DeserializeOwned>(dir: &Path, spec: &Spec) -> Result<Option<Vec<T
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => bail!("{}: cannot read: {e}", path.display()),
     };
+    parse_csv(BufReader::new(file), &path, spec).map(Some)
+}
+
+/// Parses one CSV file of the contract; `path` names it in errors.
+fn parse_csv<T: DeserializeOwned, R: std::io::Read>(input: R, path: &Path, spec: &Spec) -> Result<Vec<T>> {
     let shown = path.display();
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(BufReader::new(file));
-    let headers = reader.headers().map_err(|e| record_error(&path, e))?.clone();
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(input);
+    let headers = reader.headers().map_err(|e| record_error(path, e))?.clone();
     let expected = expected_header(spec);
     if headers.is_empty() || headers.iter().all(str::is_empty) {
         bail!("{shown}: line 1: the file is empty; expected the header `{expected}`");
@@ -363,9 +373,12 @@ fn read_csv<T: DeserializeOwned>(dir: &Path, spec: &Spec) -> Result<Option<Vec<T
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
-            Err(e) => return Err(record_error(&path, e)),
+            Err(e) => return Err(record_error(path, e)),
         }
         let line = record.position().map_or(0, |p| p.line());
+        if let Some((name, form, value)) = improper_figure(spec, &headers, &record) {
+            bail!("{shown}: line {line}: column `{name}`: expected {form}, found `{value}` (a figure is finite and not negative)");
+        }
         match record.deserialize::<T>(Some(&headers)) {
             Ok(row) => rows.push(row),
             Err(e) => {
@@ -385,7 +398,37 @@ fn read_csv<T: DeserializeOwned>(dir: &Path, spec: &Spec) -> Result<Option<Vec<T
             }
         }
     }
-    Ok(Some(rows))
+    Ok(rows)
+}
+
+#[cfg_attr(not(test), allow(dead_code))] // called by the fuzz target, which includes this file
+/// Reads `data` as the output file `name` (one of [`KNOWN_FILES`]) with the checks `sluice report`
+/// applies; the fuzz target and its replay test call this.
+pub fn check_file(name: &str, data: &[u8]) -> Result<()> {
+    let path = Path::new(name);
+    match name {
+        "summary.json" => parse_summary(&String::from_utf8_lossy(data), path).map(drop),
+        "flows.csv" => parse_csv::<Flow, _>(data, path, &FLOWS).map(drop),
+        "fct_buckets.csv" => parse_csv::<FctBucket, _>(data, path, &FCT_BUCKETS).map(drop),
+        "requests.csv" => parse_csv::<RequestSample, _>(data, path, &REQUESTS).map(drop),
+        "queues.csv" => parse_csv::<QueueSample, _>(data, path, &QUEUES).map(drop),
+        "cwnd.csv" => parse_csv::<CwndSample, _>(data, path, &CWND).map(drop),
+        "utilization.csv" => parse_csv::<PortUtilization, _>(data, path, &UTILIZATION).map(drop),
+        "telemetry.csv" => parse_csv::<TelemetrySample, _>(data, path, &TELEMETRY).map(drop),
+        other => bail!("{other}: not an output file; expected one of {}", KNOWN_FILES.join(", ")),
+    }
+}
+
+/// The first numeric column of `record` holding NaN, an infinity or a negative value: no output
+/// of a run has one, and a plot of it would be empty or wrong.
+fn improper_figure<'r>(spec: &Spec, headers: &csv::StringRecord, record: &'r csv::StringRecord) -> Option<(&'static str, &'static str, &'r str)> {
+    let numeric = |form: &str| ["a number", "nanoseconds", "in bytes", "count"].iter().any(|w| form.contains(w));
+    spec.columns.iter().filter(|(_, form)| numeric(form)).find_map(|&(name, form)| {
+        let i = headers.iter().position(|h| h == name)?;
+        let raw = record.get(i)?.trim();
+        let v: f64 = raw.parse().ok()?;
+        (!v.is_finite() || v < 0.0).then_some((name, form, raw))
+    })
 }
 
 fn record_error(path: &Path, e: csv::Error) -> anyhow::Error {
@@ -402,5 +445,33 @@ fn record_error(path: &Path, e: csv::Error) -> anyhow::Error {
             anyhow::anyhow!("{shown}: line {line}: expected UTF-8 text")
         }
         _ => anyhow::anyhow!("{shown}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod fuzz_replay {
+    use super::*;
+
+    /// Every file of fuzz/corpus/report and fuzz/artifacts/report (first byte: which output file)
+    /// goes through the readers without panicking; the seeds, cut from a real run, are accepted.
+    #[test]
+    fn report_corpus_and_crash_files_replay() {
+        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        let mut seeds = 0;
+        for (dir, seeds_must_pass) in [("corpus/report", true), ("artifacts/report", false)] {
+            let Ok(entries) = std::fs::read_dir(fuzz.join(dir)) else { continue };
+            for file in entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()) {
+                let data = std::fs::read(&file).unwrap();
+                let Some((&pick, body)) = data.split_first() else { continue };
+                let name = KNOWN_FILES[pick as usize % KNOWN_FILES.len()];
+                let outcome = std::panic::catch_unwind(|| check_file(name, body).map_err(|e| e.to_string()));
+                let result = outcome.unwrap_or_else(|_| panic!("the {name} reader panicked on {}", file.display()));
+                if seeds_must_pass {
+                    assert!(result.is_ok(), "seed {} rejected: {result:?}", file.display());
+                    seeds += 1;
+                }
+            }
+        }
+        assert!(seeds >= 5, "only {seeds} report seeds");
     }
 }

@@ -42,6 +42,12 @@ impl Cdf {
                     "size {size_s} is negative; expected a number of bytes >= 0"
                 )));
             }
+            let largest = crate::time::Bytes::INPUT_MAX.0 as f64;
+            if size > largest {
+                return Err(err(format!(
+                    "size {size_s} is above the largest that works, {largest:.0} bytes (1PB)"
+                )));
+            }
             let pct = parse_number(pct_s).ok_or_else(|| {
                 err(format!(
                     "cumulative percent \"{pct_s}\" is not a number; expected {POINT_FORM}"

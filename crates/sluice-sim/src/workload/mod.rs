@@ -209,6 +209,10 @@ pub struct WorkloadConfig {
 
 /// What a workload needs to know about the scenario to produce flows.
 pub struct WorkloadContext<'a> {
+    /// The most flows the workload may create (the scenario's `limits.flows`).
+    pub max_flows: u64,
+    /// The most requests an `rpc` workload may keep outstanding (`limits.outstanding`).
+    pub max_outstanding: u64,
     /// Link rate of each host, by ordinal.
     pub host_rates: &'a [Rate],
     /// Directory relative file paths resolve against.
@@ -321,6 +325,9 @@ impl WorkloadConfig {
             };
             for (i, &h) in list.iter().enumerate() {
                 host(h, format!("{key}.{k}[{i}]"))?;
+                if let Some(j) = list[..i].iter().position(|&x| x == h) {
+                    return Err(format!("{key}.{k}[{i}]: host {h} is listed twice (also at [{j}]); list each host once"));
+                }
             }
             if list.len() < min {
                 return Err(format!("{key}.{k}: expected at least {min} hosts, got {}", list.len()));
@@ -371,9 +378,31 @@ impl WorkloadConfig {
                 (None, None) => Err(format!("{key}.{k}_size: required for kind = \"{kind}\" (or {k}_cdf)")),
             }
         };
+        // Counts are estimated before anything is allocated, so a typo cannot exhaust memory.
+        let at_most = |expected: f64, what: &str, k: &str| -> Result<(), String> {
+            let limit = ctx.max_flows as f64;
+            if expected.is_nan() || expected > limit {
+                return Err(format!(
+                    "{key}.{k}: {what} would make about {expected:.0} flows, above limits.flows = {}; make fewer or raise the limit",
+                    ctx.max_flows
+                ));
+            }
+            Ok(())
+        };
+        let some_flow = |expected: f64, k: &str| -> Result<(), String> {
+            if expected < 1.0 {
+                return Err(format!(
+                    "{key}.{k}: the workload is expected to make {expected:.2} flows; it would likely make none (raise load or duration)"
+                ));
+            }
+            Ok(())
+        };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ (0x1000 + index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let start = self.start.unwrap_or_default();
         let flows = |mut flows: Vec<FlowSpec>| {
+            if flows.is_empty() {
+                return Err(format!("{key}: the workload makes no flow; check its hosts, load and duration"));
+            }
             for f in &mut flows {
                 f.class = pick(f.src, f.dst);
                 f.qos = qos;
@@ -384,6 +413,9 @@ impl WorkloadConfig {
             "flows" => {
                 only(&["flows"])?;
                 required(self.flows.is_some(), "flows")?;
+                if self.flows.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(format!("{key}.flows: the list is empty; give at least one {{ src, dst, size }}"));
+                }
                 let mut out = Vec::new();
                 for (i, f) in self.flows.iter().flatten().enumerate() {
                     let at = format!("{key}.flows[{i}]");
@@ -453,20 +485,24 @@ impl WorkloadConfig {
                 if let Some((h, _)) = sources.iter().find(|(h, _)| destinations.iter().all(|d| d == h)) {
                     return Err(format!("{key}.destinations: host {h} has no destination other than itself"));
                 }
-                let gen = generators::PoissonLoad {
-                    sources: &sources,
-                    destinations: &destinations,
-                    sizes: &sizes,
-                    load: load_of(self.load)?,
-                    start,
-                    duration: duration_of(self.duration)?,
-                };
+                let size_key = if self.cdf.is_some() { "cdf" } else { "size" };
+                let mean = sizes.mean();
+                if !(mean >= 1.0 && mean.is_finite()) {
+                    return Err(format!("{key}.{size_key}: the mean flow size is {mean} bytes; expected a distribution of flows of at least one byte"));
+                }
+                let (load, duration) = (load_of(self.load)?, duration_of(self.duration)?);
+                let expected: f64 = sources.iter().map(|(_, r)| load * r.0 as f64 * duration.secs_f64() / (mean * 8.0)).sum();
+                at_most(expected, &format!("load {load} for {duration} at a mean size of {mean:.0} bytes"), size_key)?;
+                some_flow(expected, "duration")?;
+                let gen = generators::PoissonLoad { sources: &sources, destinations: &destinations, sizes: &sizes, load, start, duration };
                 flows(gen.generate(&mut rng))
             }
             "permutation" | "all_to_all" => {
                 only(&["hosts", "size", "start"])?;
                 let members = host_list(&self.hosts, "hosts", 2)?;
                 let size = positive_size(self.size, "size")?;
+                let n = members.len() as f64;
+                at_most(if kind == "permutation" { n } else { n * (n - 1.0) }, "every pair of its hosts", "hosts")?;
                 if kind == "permutation" {
                     flows(generators::permutation(&members, size, start, &mut rng))
                 } else {
@@ -484,6 +520,10 @@ impl WorkloadConfig {
                 }
                 let size = positive_size(self.size, "size")?;
                 let (load, duration) = (load_of(self.load)?, duration_of(self.duration)?);
+                let capacity: f64 = members.iter().map(|h| h.1 .0 as f64).sum();
+                let expected = load * capacity * duration.secs_f64() / (size as f64 * 8.0);
+                at_most(expected, &format!("load {load} for {duration} in {size}-byte responses"), "duration")?;
+                some_flow(expected, "duration")?;
                 flows(generators::poisson_incast(&members, fan_in, size, load, start, duration, &mut rng))
             }
             "incast" => {
@@ -500,6 +540,7 @@ impl WorkloadConfig {
                 if rounds == 0 {
                     return Err(format!("{key}.rounds: expected at least 1 round"));
                 }
+                at_most(rounds as f64 * senders.len() as f64, &format!("{rounds} rounds of {} senders", senders.len()), "rounds")?;
                 let app = incast::IncastRounds::new(senders, receiver, size, rounds, start, pick, qos);
                 Ok(Generated { flows: Vec::new(), app: Some(Box::new(app)) })
             }
@@ -518,6 +559,14 @@ impl WorkloadConfig {
                 let outstanding = self.outstanding.unwrap_or(1);
                 if outstanding == 0 {
                     return Err(format!("{key}.outstanding: expected at least 1 request per client"));
+                }
+                let slots = (clients.len() as u64).saturating_mul(outstanding as u64);
+                let limit = ctx.max_outstanding.min(u32::MAX as u64);
+                if slots > limit {
+                    return Err(format!(
+                        "{key}.outstanding: {} clients keeping {outstanding} requests each would hold {slots} requests, above limits.outstanding = {limit}; keep fewer or raise the limit",
+                        clients.len()
+                    ));
                 }
                 let persistent = match self.connections.as_deref() {
                     None | Some("per_request") => false,

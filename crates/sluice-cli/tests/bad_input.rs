@@ -1,0 +1,248 @@
+//! Every example of issue 14 ("bad input never crashes, hangs or lies"): each asserts the clean
+//! refusal (exit status 2, the key named, the expected form in words, no panic) or the correct
+//! figure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sluice_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).current_dir(dir).output().expect("sluice runs")
+}
+
+/// A four-host star running one 100 KB flow for 1 ms, with `extra` appended.
+fn scenario(dir: &Path, extra: &str) -> PathBuf {
+    let text = format!(
+        "[sim]\nduration = \"1ms\"\n\n[topology]\nkind = \"star\"\nhosts = 4\nhost_rate = \"10Gbps\"\nhost_delay = \"1us\"\n\n{extra}\n"
+    );
+    let with_flow = if extra.contains("[[workloads]]") {
+        text
+    } else {
+        format!("{text}\n[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 1, size = \"100KB\" }}]\n")
+    };
+    let path = dir.join("s.toml");
+    std::fs::write(&path, with_flow).unwrap();
+    path
+}
+
+/// Runs `check` (and `args`) on the scenario and returns stderr, asserting a clean refusal that
+/// names each of `needles`.
+fn refused(extra: &str, args: &[&str], needles: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), extra);
+    let mut all = vec!["check", path.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = sluice_in(dir.path(), &all);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "expected a refusal of {extra:?} {args:?}; stderr: {err}");
+    assert!(!err.contains("panicked") && !err.contains("memory allocation"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "the error should mention {n:?}: {err}");
+    }
+    for rust in ["u32", "usize", "u64", "struct ", "untagged enum", "StrOrInt"] {
+        assert!(!err.contains(rust), "the error should not speak Rust ({rust}): {err}");
+    }
+    err
+}
+
+#[test]
+fn a_cdf_with_mean_zero_is_refused_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("zero.cdf"), "0 100\n").unwrap();
+    let path = scenario(
+        dir.path(),
+        "[[workloads]]\nkind = \"poisson\"\ncdf = \"zero.cdf\"\nload = 0.5\nduration = \"1ms\"\n",
+    );
+    let out = sluice_in(dir.path(), &["check", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("workloads[0].cdf") && err.contains("mean flow size is 0"), "{err}");
+}
+
+#[test]
+fn huge_outstanding_counts_are_refused_before_allocating() {
+    for n in ["9223372036854775807", "4294967295"] {
+        refused(
+            &format!("[[workloads]]\nkind = \"rpc\"\nclients = [0]\nservers = [1]\noutstanding = {n}\nrequest_size = \"1KB\"\nresponse_size = \"1KB\"\nduration = \"1ms\"\n"),
+            &[],
+            &["workloads[0].outstanding", "limits.outstanding"],
+        );
+    }
+}
+
+#[test]
+fn a_billion_poisson_flows_are_refused_with_the_count() {
+    let err = refused(
+        "[[workloads]]\nkind = \"poisson\"\nsize = \"1B\"\nload = 1.0\nduration = \"100s\"\n",
+        &[],
+        &["workloads[0].size", "limits.flows"],
+    );
+    // 4 hosts x 10 Gb/s x 100 s / 8 bits = 5e11 flows.
+    assert!(err.contains("500000000000"), "{err}");
+}
+
+#[test]
+fn poisson_incast_over_a_huge_duration_is_refused() {
+    refused(
+        "[[workloads]]\nkind = \"incast\"\nload = 0.5\nfan_in = 2\nsize = \"1KB\"\nduration = \"100000s\"\n",
+        &[],
+        &["workloads[0].duration", "limits.flows"],
+    );
+}
+
+#[test]
+fn one_picosecond_queue_sampling_is_refused() {
+    refused("[output.queues]\ninterval = \"1ps\"\nports = [\"sw0\"]\n", &[], &["output.queues.interval", "limits.samples"]);
+}
+
+#[test]
+fn a_tiny_bucket_percent_is_refused_instead_of_hanging() {
+    refused("[output.fct_buckets]\npercent = 1e-300\n", &[], &["output.fct_buckets.percent", "limits.fct_buckets"]);
+}
+
+#[test]
+fn times_beyond_the_representable_range_name_the_largest_that_works() {
+    refused("[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1KB\", start = \"18446744.0737s\" }]\n", &[], &["workloads[0].flows[0].start", "at most 1000000s"]);
+    let err = refused("", &["--set", "topology.host_delay=5000000s"], &["topology.host_delay", "at most 1000000s"]);
+    assert!(err.contains("--set topology.host_delay=5000000s"), "an override's error cites the override: {err}");
+}
+
+#[test]
+fn flow_sizes_whose_transmission_leaves_the_range_are_refused() {
+    // 2e16 B is above the 1 PB input limit.
+    refused("[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = 20000000000000000 }]\n", &[], &["size", "1PB"]);
+    // 1 PB at 1 Gb/s takes 8e6 s, past the 1e6 s horizon: the error gives the largest that works.
+    let err = refused(
+        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1000TB\" }]\n",
+        &["--set", "topology.host_rate=1Gbps", "--set", "sim.duration=2s"],
+        &["workloads[0].flows", "largest size that works"],
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn ideal_fct_grows_with_size_up_to_the_limit() {
+    // Two flows of 1 TB and 100 TB at 100 Gb/s: the larger has the larger ideal time (no wrap).
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(
+        dir.path(),
+        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1TB\" }, { src = 2, dst = 3, size = \"100TB\" }]\n",
+    );
+    let out_dir = dir.path().join("out");
+    let out = sluice_in(dir.path(), &["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--quiet", "--set", "topology.host_rate=100Gbps"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let flows = std::fs::read_to_string(out_dir.join("flows.csv")).unwrap();
+    let ideal: Vec<f64> = flows.lines().skip(1).map(|l| l.split(',').nth(9).unwrap().parse().unwrap()).collect();
+    // 1 TB of payload is at least 80 s at 100 Gb/s, 100 TB at least 8000 s.
+    assert!(ideal[0] >= 80e9 && ideal[1] >= 8000e9 && ideal[1] > 99.0 * ideal[0], "{ideal:?}");
+}
+
+#[test]
+fn repeated_hosts_and_self_flows_are_refused() {
+    refused("[[workloads]]\nkind = \"permutation\"\nhosts = [0, 0]\nsize = \"1KB\"\n", &[], &["workloads[0].hosts[1]", "listed twice"]);
+    refused("[[workloads]]\nkind = \"all_to_all\"\nhosts = [2, 2, 2]\nsize = \"1KB\"\n", &[], &["workloads[0].hosts[1]", "listed twice"]);
+}
+
+#[test]
+fn a_workload_that_makes_no_flow_is_refused() {
+    refused("[[workloads]]\nkind = \"flows\"\nflows = []\n", &[], &["workloads[0].flows", "empty"]);
+    refused(
+        "[[workloads]]\nkind = \"poisson\"\nsize = \"1GB\"\nload = 0.01\nduration = \"1us\"\n",
+        &[],
+        &["workloads[0].duration", "none"],
+    );
+}
+
+#[test]
+fn a_link_too_slow_for_one_frame_is_refused() {
+    refused("", &["--set", "topology.host_rate=1Mbps"], &["topology.host_rate", "longer than the whole run"]);
+}
+
+#[test]
+fn a_table_written_as_a_list_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    std::fs::write(&path, "sim = [\"5ms\", 7, false]\n[topology]\nkind = \"star\"\nhosts = 2\n").unwrap();
+    let out = sluice_in(dir.path(), &["check", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("s.toml:1: sim: expected a table") && err.contains("got a list"), "{err}");
+}
+
+#[test]
+fn flow_ids_that_name_no_flow_are_refused() {
+    refused("[output.pcap]\nflows = [4294967295]\n", &[], &["output.pcap.flows[0]", "does not exist"]);
+    refused("[output.telemetry]\ninterval = \"1us\"\nflows = [7]\n", &[], &["output.telemetry.flows[0]", "does not exist"]);
+}
+
+#[test]
+fn toml_errors_always_give_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    for text in ["# c\r\r\n", "[topology]\nkind = "] {
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = sluice_in(dir.path(), &["check", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert_eq!(out.status.code(), Some(2));
+        let reason = err.split("not valid TOML:").nth(1).unwrap_or_default().trim();
+        assert!(reason.len() > 10, "an empty reason: {err}");
+    }
+}
+
+#[test]
+fn wrong_kinds_are_explained_in_words() {
+    refused("", &["--set", "sim.duration=true"], &["sim.duration", "expected a duration with a unit", "the boolean true"]);
+    refused("[switch]\npriorities = 300\n", &[], &["switch.priorities", "a whole number from 0 to 255", "the number 300"]);
+    refused("[int]\nqdepth_shift = \"x\"\n", &[], &["int.qdepth_shift", "a whole number from 0 to 4294967295"]);
+    refused("[output]\nqueues = 5\n", &[], &["output.queues", "a table of named keys"]);
+}
+
+#[test]
+fn set_errors_cite_the_override_not_a_line() {
+    let err = refused("", &["--set", "switch.alpha=\"x\""], &["--set switch.alpha=\"x\"", "switch.alpha"]);
+    assert!(!err.split("s.toml:").skip(1).any(|rest| rest.starts_with(|c: char| c.is_ascii_digit())), "no line of the file is to blame: {err}");
+    let deep = vec!["a"; 10_000].join(".") + "=1";
+    refused("", &["--set", &deep], &["levels"]);
+}
+
+#[test]
+fn set_of_an_unknown_class_is_refused() {
+    refused("", &["--set", "classes.query.cc=dctcp"], &["--set classes.query.cc=dctcp", "no class \"query\""]);
+}
+
+#[test]
+fn the_whole_seed_range_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), "");
+    let out_dir = dir.path().join("out");
+    let out = sluice_in(
+        dir.path(),
+        &["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--quiet", "--seed", "9223372036854775808"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["seed"].as_u64(), Some(9_223_372_036_854_775_808));
+}
+
+/// `sluice report` on a directory holding only `file` with `body`.
+fn report_refuses(file: &str, body: &str, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(file), body).unwrap();
+    let out = sluice_in(dir.path(), &["report", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "report accepted {file}: {body}; {err}");
+    for n in needles {
+        assert!(err.contains(n), "the error should mention {n:?}: {err}");
+    }
+}
+
+#[test]
+fn report_refuses_nan_inf_and_negative_figures() {
+    report_refuses("queues.csv", "t_ns,node,port,bytes\n0,sw0,1,5\n10,sw0,1,NaN\n", &["queues.csv", "line 3", "column `bytes`"]);
+    report_refuses("queues.csv", "t_ns,node,port,bytes\n-5,sw0,1,5\n", &["line 2", "column `t_ns`"]);
+    report_refuses("utilization.csv", "node,port,tx_bytes,utilization\nsw0,1,100,inf\n", &["utilization.csv", "line 2", "column `utilization`"]);
+    report_refuses(
+        "fct_buckets.csv",
+        "class,bucket_lo_bytes,bucket_hi_bytes,count,fct_mean_ns,fct_p50_ns,fct_p99_ns,slowdown_mean,slowdown_p50,slowdown_p95,slowdown_p99,slowdown_p999\ndefault,0,100,3,-1,1,1,1,1,1,1,1\n",
+        &["fct_buckets.csv", "line 2", "column `fct_mean_ns`"],
+    );
+}
