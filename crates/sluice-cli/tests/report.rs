@@ -255,7 +255,7 @@ fn malformed_flows_line_names_file_line_and_column() {
 
     replace_line(&flows, 5, "3,1,2,default,dctcp,1000,0,5000");
     let err = report_err(dir.path());
-    assert!(err.contains("flows.csv: line 5: expected 14 comma-separated fields like the header, found 8"), "{err}");
+    assert!(err.contains("flows.csv: line 5: expected 16 comma-separated fields like the header, found 8"), "{err}");
 
     replace_line(
         &flows,
