@@ -164,8 +164,9 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
                         .expect("static template")
                         .progress_chars("=> "),
                 ),
-                None => ProgressBar::new_spinner()
-                    .with_style(ProgressStyle::with_template("{elapsed_precise} {spinner} {msg} sim").expect("static template")),
+                None => ProgressBar::new_spinner().with_style(
+                    ProgressStyle::with_template("{elapsed_precise} {spinner} {msg} sim").expect("static template"),
+                ),
             };
             b.set_draw_target(ProgressDrawTarget::stderr());
             b
@@ -209,7 +210,8 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
             summary.ecn_marks,
             summary.timeouts
         );
-        if let (Some(n), Some(lat)) = (&summary.requests, summary.request_latency_ns.as_ref().and_then(|l| l.defined())) {
+        if let (Some(n), Some(lat)) = (&summary.requests, summary.request_latency_ns.as_ref().and_then(|l| l.defined()))
+        {
             eprintln!(
                 "requests {} ({:.3} M/s); latency mean {:.1} us, p99 {:.1} us",
                 n.completed,

@@ -65,7 +65,15 @@ fn run_json_records_the_resolved_scenario_overrides_seed_and_revision() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
     run_ok(&[
-        "run", "scenarios/quickstart.toml", "--quiet", "--out", out, "--set", "classes.default.cc=cubic", "--seed", "9",
+        "run",
+        "scenarios/quickstart.toml",
+        "--quiet",
+        "--out",
+        out,
+        "--set",
+        "classes.default.cc=cubic",
+        "--seed",
+        "9",
     ]);
     let run = json(&dir.path().join("run.json"));
     assert_eq!(run["overrides"], serde_json::json!(["classes.default.cc=cubic", "sim.seed=9"]));

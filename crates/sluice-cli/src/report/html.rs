@@ -170,10 +170,10 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
                 let unit_key = if is_count(k) {
                     k.as_str()
                 } else if k.ends_with("_ns") || k.ends_with("_bps") || k.ends_with("_bytes") || k.ends_with("_s") {
-                        k.as_str()
-                    } else {
-                        name.as_str()
-                    };
+                    k.as_str()
+                } else {
+                    name.as_str()
+                };
                 out.push_str(&cell(unit_key, &o[k.as_str()]));
             }
             out.push_str("</tr>\n");

@@ -122,7 +122,11 @@ mod tests {
     fn rows(flows: &[Done], how: &Bucketing) -> Vec<Vec<String>> {
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
         write_rows(&mut w, "all", flows, how).unwrap();
-        String::from_utf8(w.into_inner().unwrap()).unwrap().lines().map(|l| l.split(',').map(String::from).collect()).collect()
+        String::from_utf8(w.into_inner().unwrap())
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(String::from).collect())
+            .collect()
     }
 
     #[test]

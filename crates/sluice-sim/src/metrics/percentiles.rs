@@ -86,7 +86,10 @@ mod tests {
     #[test]
     fn statistics_over_nothing_are_null_not_zero() {
         let empty = serde_json::to_value(Stats::of(&mut [])).unwrap();
-        assert_eq!(empty, serde_json::json!({"count": 0, "mean": null, "p50": null, "p95": null, "p99": null, "p999": null}));
+        assert_eq!(
+            empty,
+            serde_json::json!({"count": 0, "mean": null, "p50": null, "p95": null, "p99": null, "p999": null})
+        );
         let one = serde_json::to_value(Stats::of(&mut [0.0])).unwrap();
         assert_eq!(one["mean"], 0.0, "a measured zero stays a number");
         assert_eq!(one["count"], 1);
