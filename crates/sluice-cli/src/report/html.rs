@@ -166,10 +166,10 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
         for (name, o) in rows {
             let _ = write!(out, "<tr><th>{}</th>", esc(name));
             for k in &keys {
-                // A statistic's sample count is a count whatever its row measures.
-                let unit_key = if is_count(k) {
-                    k.as_str()
-                } else if k.ends_with("_ns") || k.ends_with("_bps") || k.ends_with("_bytes") || k.ends_with("_s") {
+                // A column with its own unit, or a statistic's sample count (a count whatever its
+                // row measures), keeps its key; others take the row's unit.
+                let own_unit = ["_ns", "_bps", "_bytes", "_s"].iter().any(|s| k.ends_with(s));
+                let unit_key = if own_unit || is_count(k) {
                     k.as_str()
                 } else {
                     name.as_str()
