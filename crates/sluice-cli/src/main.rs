@@ -164,8 +164,9 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
                         .expect("static template")
                         .progress_chars("=> "),
                 ),
-                None => ProgressBar::new_spinner()
-                    .with_style(ProgressStyle::with_template("{elapsed_precise} {spinner} {msg} sim").expect("static template")),
+                None => ProgressBar::new_spinner().with_style(
+                    ProgressStyle::with_template("{elapsed_precise} {spinner} {msg} sim").expect("static template"),
+                ),
             };
             b.set_draw_target(ProgressDrawTarget::stderr());
             b
@@ -195,19 +196,22 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
             packets / wall.max(1e-9) / 1e6,
             peak_memory().unwrap_or_else(|| "unknown".into())
         );
+        let us = |x: f64| format!("{:.1} us", x / 1e3);
+        let (fct, sd) = (summary.fct_ns.defined(), summary.slowdown.defined());
         eprintln!(
-            "flows {}/{} completed; FCT mean {:.1} us, p99 {:.1} us; slowdown p50 {:.2}, p99 {:.2}; drops {}, ECN marks {}, timeouts {}",
+            "flows {}/{} completed; FCT mean {}, p99 {}; slowdown p50 {}, p99 {}; drops {}, ECN marks {}, timeouts {}",
             summary.flows.completed,
             summary.flows.total,
-            summary.fct_ns.mean / 1e3,
-            summary.fct_ns.p99 / 1e3,
-            summary.slowdown.p50,
-            summary.slowdown.p99,
+            fct.map_or("n/a".into(), |s| us(s.mean)),
+            fct.map_or("n/a".into(), |s| us(s.p99)),
+            sd.map_or("n/a".into(), |s| format!("{:.2}", s.p50)),
+            sd.map_or("n/a".into(), |s| format!("{:.2}", s.p99)),
             summary.drops,
             summary.ecn_marks,
             summary.timeouts
         );
-        if let (Some(n), Some(lat)) = (&summary.requests, &summary.request_latency_ns) {
+        if let (Some(n), Some(lat)) = (&summary.requests, summary.request_latency_ns.as_ref().and_then(|l| l.defined()))
+        {
             eprintln!(
                 "requests {} ({:.3} M/s); latency mean {:.1} us, p99 {:.1} us",
                 n.completed,
@@ -218,7 +222,25 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
         }
         eprintln!("wrote {}", out.display());
     }
+    if let Some(note) = unfinished_note(&loaded, &world) {
+        eprintln!("{note}");
+    }
     Ok(())
+}
+
+/// Why finite flows are missing from the FCT figures, when the run stopped at sim.duration
+/// before they finished.
+fn unfinished_note(loaded: &LoadedScenario, world: &World) -> Option<String> {
+    let duration = loaded.scenario.sim.duration?;
+    let finite = world.flows().iter().filter(|f| f.size.is_some());
+    let (total, unfinished) = finite.fold((0, 0), |(t, u), f| (t + 1, u + usize::from(f.finish.is_none())));
+    (unfinished > 0 && world.now() >= duration).then(|| {
+        format!(
+            "note: {unfinished} of {total} sized flows did not finish: the run stopped at sim.duration = {duration}; \
+             they have no FCT in flows.csv and are left out of the FCT and slowdown figures (raise sim.duration, \
+             or leave it out so the run ends when every flow is done)"
+        )
+    })
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`).

@@ -32,13 +32,15 @@ fn quickstart_writes_the_output_contract() {
     assert_eq!(
         lines.next().unwrap(),
         // The contract's columns exactly, then sluice's own.
-        "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation"
+        "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation,\
+         bytes_delivered,goodput_bps"
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 400);
     for r in &rows {
-        assert_eq!(r.len(), 14);
+        assert_eq!(r.len(), 16);
         assert_eq!(r[13], "accepted");
+        assert_eq!(r[14], r[5], "a finished flow delivered its size");
         let (fct, ideal, slowdown): (f64, f64, f64) = (r[8].parse().unwrap(), r[9].parse().unwrap(), r[10].parse().unwrap());
         assert!(slowdown >= 1.0);
         assert!((slowdown - (fct / ideal).max(1.0)).abs() < 1e-3, "slowdown = max(1, fct / ideal) in {r:?}");
@@ -56,7 +58,7 @@ fn quickstart_writes_the_output_contract() {
     assert!(s["classes"]["default"]["goodput_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(s["classes"]["default"]["cc"], "dctcp");
     let queues = std::fs::read_to_string(dir.path().join("queues.csv")).unwrap();
-    assert!(queues.starts_with("t_ns,node,port,bytes\n"));
+    assert!(queues.starts_with("t_ns,node,port,bytes,link\n"));
     assert!(queues.lines().count() > 100);
 }
 

@@ -248,14 +248,14 @@ fn replace_line(path: &Path, line: usize, with: &str) {
 fn malformed_flows_line_names_file_line_and_column() {
     let dir = quickstart_copy();
     let flows = dir.path().join("flows.csv");
-    replace_line(&flows, 5, "3,1,2,default,dctcp,1000,0,5000,fast,4000,1.25,0,0,accepted");
+    replace_line(&flows, 5, "3,1,2,default,dctcp,1000,0,5000,fast,4000,1.25,0,0,accepted,1000,2000000000.0");
     let err = report_err(dir.path());
     assert!(err.contains("flows.csv: line 5: column `fct_ns`"), "{err}");
     assert!(err.contains("expected a time in nanoseconds, or empty for an unfinished flow, found `fast`"), "{err}");
 
     replace_line(&flows, 5, "3,1,2,default,dctcp,1000,0,5000");
     let err = report_err(dir.path());
-    assert!(err.contains("flows.csv: line 5: expected 14 comma-separated fields like the header, found 8"), "{err}");
+    assert!(err.contains("flows.csv: line 5: expected 16 comma-separated fields like the header, found 8"), "{err}");
 
     replace_line(
         &flows,

@@ -135,7 +135,8 @@ fn report_on_a_sweep_store_plots_each_metric_against_the_grid() {
 
 #[test]
 fn report_on_a_broken_sweep_store_names_the_file_and_column() {
-    let dir = store("classes.q.cc,switch.ecn.k,drops:n,drops:mean,drops:ci_lo,drops:ci_hi\ncubic,20KB,3,ten,8.0,12.0\n");
+    let dir =
+        store("classes.q.cc,switch.ecn.k,drops:n,drops:mean,drops:ci_lo,drops:ci_hi\ncubic,20KB,3,ten,8.0,12.0\n");
     let out = sluice(&["report", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

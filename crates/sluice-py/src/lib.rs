@@ -11,7 +11,12 @@ use sluice_sim::world::World;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-create_exception!(_native, SluiceError, PyException, "A scenario or run that sluice rejects; the message is the CLI's.");
+create_exception!(
+    _native,
+    SluiceError,
+    PyException,
+    "A scenario or run that sluice rejects; the message is the CLI's."
+);
 
 /// Parses scenario text; `file` names it in errors and relative paths resolve against `base_dir`.
 fn load(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
@@ -43,7 +48,14 @@ fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result
 
 /// Simulates a scenario and writes the run's files into `out`; returns summary.json's text.
 #[pyfunction]
-fn run(py: Python<'_>, text: String, file: String, base_dir: String, overrides: Vec<String>, out: String) -> PyResult<String> {
+fn run(
+    py: Python<'_>,
+    text: String,
+    file: String,
+    base_dir: String,
+    overrides: Vec<String>,
+    out: String,
+) -> PyResult<String> {
     guarded(py, move || {
         let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
         let started = std::time::Instant::now();
@@ -91,8 +103,9 @@ fn algorithms() -> Vec<(String, Vec<String>, String, Vec<(String, String)>)> {
 /// TOML text for a scenario given as JSON (a Python dict serialized by `json.dumps`).
 #[pyfunction]
 fn toml_from_json(json: &str) -> PyResult<String> {
-    let value: toml::Value = serde_json::from_str(json)
-        .map_err(|e| SluiceError::new_err(format!("<scenario dict>: {e} (TOML has no null: leave the key out instead)")))?;
+    let value: toml::Value = serde_json::from_str(json).map_err(|e| {
+        SluiceError::new_err(format!("<scenario dict>: {e} (TOML has no null: leave the key out instead)"))
+    })?;
     if !value.is_table() {
         return Err(SluiceError::new_err("<scenario dict>: expected a dict of scenario sections"));
     }

@@ -71,6 +71,7 @@ pub fn sig4(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// `x` in the largest unit it reaches; the last step (divisor 1) also takes zero and fractions.
 fn scaled(x: f64, steps: &[(f64, &str)]) -> String {
     let (div, name) = steps.iter().find(|(d, _)| x.abs() >= *d).copied().unwrap_or(*steps.last().expect("non-empty"));
     format!("{} {name}", sig4(x / div))
@@ -89,11 +90,11 @@ pub fn format_number(unit_key: &str, n: &serde_json::Number) -> String {
         let u = time_unit(x);
         format!("{} {}", sig4(x / u.div), u.name)
     } else if unit_key.ends_with("_bps") {
-        scaled(x, &[(1e12, "Tb/s"), (1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s"), (0.0, "b/s")])
+        scaled(x, &[(1e12, "Tb/s"), (1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s"), (1.0, "b/s")])
     } else if unit_key.ends_with("_bytes") {
-        scaled(x, &[(1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (0.0, "B")])
+        scaled(x, &[(1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B")])
     } else if unit_key.ends_with("per_s") {
-        scaled(x, &[(1e9, "G/s"), (1e6, "M/s"), (1e3, "k/s"), (0.0, "/s")])
+        scaled(x, &[(1e9, "G/s"), (1e6, "M/s"), (1e3, "k/s"), (1.0, "/s")])
     } else if unit_key.ends_with("_s") {
         format!("{} s", sig4(x))
     } else {
@@ -118,6 +119,11 @@ fn cell(unit_key: &str, v: &Value) -> String {
         Value::Null => "<td>—</td>".into(),
         other => format!("<td class=\"text\"><code>{}</code></td>", esc(&other.to_string())),
     }
+}
+
+/// Keys whose values are counts, shown as plain integers even inside a table of times or sizes.
+fn is_count(k: &str) -> bool {
+    matches!(k, "count" | "n" | "samples" | "total" | "completed") || k.ends_with("_count")
 }
 
 fn is_flat(v: &Value) -> bool {
@@ -160,12 +166,14 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
         for (name, o) in rows {
             let _ = write!(out, "<tr><th>{}</th>", esc(name));
             for k in &keys {
-                let unit_key =
-                    if k.ends_with("_ns") || k.ends_with("_bps") || k.ends_with("_bytes") || k.ends_with("_s") {
-                        k.as_str()
-                    } else {
-                        name.as_str()
-                    };
+                // A column with its own unit, or a statistic's sample count (a count whatever its
+                // row measures), keeps its key; others take the row's unit.
+                let own_unit = ["_ns", "_bps", "_bytes", "_s"].iter().any(|s| k.ends_with(s));
+                let unit_key = if own_unit || is_count(k) {
+                    k.as_str()
+                } else {
+                    name.as_str()
+                };
                 out.push_str(&cell(unit_key, &o[k.as_str()]));
             }
             out.push_str("</tr>\n");
@@ -317,6 +325,21 @@ mod tests {
         );
         assert!(out.contains("<h3>classes</h3>") && out.contains("<h4>q</h4>"), "{out}");
         assert!(out.contains("<th>new_key</th>"), "{out}");
+    }
+
+    #[test]
+    fn counts_show_as_counts_zero_as_zero_and_empty_statistics_as_a_dash() {
+        let v: Value = serde_json::from_str(
+            r#"{"qdepth_bytes": {"count": 1251, "mean": 2000000, "p99": 0},
+                "fct_ns": {"count": 0, "mean": null, "p99": null}, "goodput_bps": 0.0}"#,
+        )
+        .unwrap();
+        let mut out = String::new();
+        render_object(&mut out, v.as_object().unwrap(), 0);
+        assert!(out.contains("<tr><th>qdepth_bytes</th><td>1251</td><td title=\"2000000\">2.000 MB</td><td title=\"0\">0 B</td></tr>"), "{out}");
+        assert!(out.contains("<tr><th>fct_ns</th><td>0</td><td>—</td><td>—</td></tr>"), "{out}");
+        assert!(out.contains("<tr><th>goodput_bps</th><td title=\"0.0\">0 b/s</td></tr>"), "{out}");
+        assert!(!out.contains("NaN"), "{out}");
     }
 
     #[test]

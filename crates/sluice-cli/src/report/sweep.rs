@@ -33,14 +33,19 @@ fn number(record: &csv::StringRecord, i: usize, file: &Path, line: usize) -> Res
     if s.is_empty() {
         return Ok(None);
     }
-    s.parse().map(Some).map_err(|_| anyhow!("{}:{line}: column {}: expected a number or nothing, got `{s}`", file.display(), i + 1))
+    s.parse()
+        .map(Some)
+        .map_err(|_| anyhow!("{}:{line}: column {}: expected a number or nothing, got `{s}`", file.display(), i + 1))
 }
 
 fn read(dir: &Path) -> Result<(SweepSpec, Vec<Cell>)> {
     let spec_path = dir.join("sweep.json");
     let text = std::fs::read_to_string(&spec_path).with_context(|| format!("cannot read {}", spec_path.display()))?;
     let spec: SweepSpec = serde_json::from_str(&text).with_context(|| {
-        format!("{}: expected the sweep description sluice writes (scenario, grid, seeds, metrics)", spec_path.display())
+        format!(
+            "{}: expected the sweep description sluice writes (scenario, grid, seeds, metrics)",
+            spec_path.display()
+        )
     })?;
     let path = dir.join("aggregated.csv");
     let mut r = csv::Reader::from_path(&path)
@@ -62,7 +67,9 @@ fn read(dir: &Path) -> Result<(SweepSpec, Vec<Cell>)> {
         let keys = key_cols.iter().map(|&c| rec.get(c).unwrap_or("").to_string()).collect();
         let figures = metric_cols
             .iter()
-            .map(|&(m, lo, hi)| Ok((number(&rec, m, &path, line)?, number(&rec, lo, &path, line)?, number(&rec, hi, &path, line)?)))
+            .map(|&(m, lo, hi)| {
+                Ok((number(&rec, m, &path, line)?, number(&rec, lo, &path, line)?, number(&rec, hi, &path, line)?))
+            })
             .collect::<Result<Vec<_>>>()?;
         cells.push(Cell { keys, figures });
     }
@@ -128,27 +135,36 @@ fn draw(spec: &SweepSpec, cells: &[Cell], metric: usize) -> Result<Vec<u8>> {
                 .x_labels(xs.len())
                 .x_label_formatter(&|x| {
                     let i = x.round();
-                    if (x - i).abs() < 1e-6 && i >= 0.0 { xs.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+                    if (x - i).abs() < 1e-6 && i >= 0.0 {
+                        xs.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
                 })
                 .x_desc(x_key.as_str())
                 .label_style((FONT_NAME, 14))
                 .draw()?;
             for (i, (label, pts)) in lines.iter().enumerate() {
                 let color = PALETTE[i % PALETTE.len()];
-                let band: Vec<(f64, f64)> = pts
-                    .iter()
-                    .map(|p| (p.0 as f64, p.3))
-                    .chain(pts.iter().rev().map(|p| (p.0 as f64, p.2)))
-                    .collect();
+                let band: Vec<(f64, f64)> =
+                    pts.iter().map(|p| (p.0 as f64, p.3)).chain(pts.iter().rev().map(|p| (p.0 as f64, p.2))).collect();
                 chart.draw_series(std::iter::once(Polygon::new(band, color.mix(0.2).filled())))?;
                 chart.draw_series(pts.iter().map(|p| Circle::new((p.0 as f64, p.1), 4, color.filled())))?;
-                let series = chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0 as f64, p.1)), color.stroke_width(2)))?;
+                let series =
+                    chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0 as f64, p.1)), color.stroke_width(2)))?;
                 if !label.is_empty() {
-                    series.label(label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                    series
+                        .label(label.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
                 }
             }
             if lines.iter().any(|l| !l.0.is_empty()) {
-                chart.configure_series_labels().label_font((FONT_NAME, 14)).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+                chart
+                    .configure_series_labels()
+                    .label_font((FONT_NAME, 14))
+                    .background_style(WHITE.mix(0.8))
+                    .border_style(BLACK)
+                    .draw()?;
             }
             root.present()?;
             Ok(())

@@ -19,7 +19,8 @@ type Done = (u64, f64, f64);
 
 /// Writes the table: rows for "all" then each class with completed flows.
 pub fn write_fct_buckets_csv(world: &World, how: &Bucketing, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{FCT_BUCKETS_HEADER}")?;
+    let mut w = super::csv_writer(out);
+    w.write_record(FCT_BUCKETS_HEADER.split(','))?;
     let done = |class: Option<usize>| -> Vec<Done> {
         let mut v: Vec<Done> = world
             .flows()
@@ -34,18 +35,18 @@ pub fn write_fct_buckets_csv(world: &World, how: &Bucketing, out: &mut dyn Write
         v.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
         v
     };
-    write_rows(out, "all", &done(None), how)?;
+    write_rows(&mut w, "all", &done(None), how)?;
     for (i, c) in world.classes().iter().enumerate() {
         let d = done(Some(i));
         if !d.is_empty() {
-            write_rows(out, &c.name, &d, how)?;
+            write_rows(&mut w, &c.name, &d, how)?;
         }
     }
-    Ok(())
+    w.flush()
 }
 
 /// Splits size-sorted flows into buckets and writes one row per non-empty bucket.
-fn write_rows(out: &mut dyn Write, class: &str, flows: &[Done], how: &Bucketing) -> io::Result<()> {
+fn write_rows<W: Write>(out: &mut csv::Writer<W>, class: &str, flows: &[Done], how: &Bucketing) -> io::Result<()> {
     let groups: Vec<(u64, u64, &[Done])> = match how {
         Bucketing::Percent(step) => {
             let n = flows.len();
@@ -83,19 +84,20 @@ fn write_rows(out: &mut dyn Write, class: &str, flows: &[Done], how: &Bucketing)
         sd.sort_by(f64::total_cmp);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let hi = if hi == u64::MAX { String::new() } else { hi.to_string() };
-        writeln!(
-            out,
-            "{class},{lo},{hi},{},{:.1},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4}",
-            g.len(),
-            mean(&fct),
-            percentile(&fct, 50.0),
-            percentile(&fct, 99.0),
-            mean(&sd),
-            percentile(&sd, 50.0),
-            percentile(&sd, 95.0),
-            percentile(&sd, 99.0),
-            percentile(&sd, 99.9)
-        )?;
+        out.write_record([
+            class.to_string(),
+            lo.to_string(),
+            hi,
+            g.len().to_string(),
+            format!("{:.1}", mean(&fct)),
+            format!("{:.1}", percentile(&fct, 50.0)),
+            format!("{:.1}", percentile(&fct, 99.0)),
+            format!("{:.4}", mean(&sd)),
+            format!("{:.4}", percentile(&sd, 50.0)),
+            format!("{:.4}", percentile(&sd, 95.0)),
+            format!("{:.4}", percentile(&sd, 99.0)),
+            format!("{:.4}", percentile(&sd, 99.9)),
+        ])?;
     }
     Ok(())
 }
@@ -105,9 +107,13 @@ mod tests {
     use super::*;
 
     fn rows(flows: &[Done], how: &Bucketing) -> Vec<Vec<String>> {
-        let mut out = Vec::new();
-        write_rows(&mut out, "all", flows, how).unwrap();
-        String::from_utf8(out).unwrap().lines().map(|l| l.split(',').map(String::from).collect()).collect()
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+        write_rows(&mut w, "all", flows, how).unwrap();
+        String::from_utf8(w.into_inner().unwrap())
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(String::from).collect())
+            .collect()
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
 pub use run_dir::{describe, prepare_run_dir, write_run, Provenance, OWNED_FILES};
-pub use series::{write_cwnd_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
+pub use series::{port_name, write_cwnd_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
 pub use summary::{summarize, Summary};
 
 use crate::time::Time;
@@ -24,7 +24,7 @@ use std::path::Path;
 
 /// The exact header of `flows.csv` (a stable contract), then sluice's own columns.
 pub const FLOWS_CSV_HEADER: &str =
-    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation";
+    "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts,negotiation,bytes_delivered,goodput_bps";
 
 /// Formats a time as nanoseconds, with picosecond decimals only when needed.
 pub fn ns(t: Time) -> String {
@@ -36,9 +36,18 @@ pub fn ns(t: Time) -> String {
     }
 }
 
-/// Writes `flows.csv`: one row per flow in id order.
+/// A CSV writer over `out`: quoting, so a class or node name with a comma stays one field.
+pub(crate) fn csv_writer(out: &mut dyn Write) -> csv::Writer<&mut dyn Write> {
+    csv::WriterBuilder::new().has_headers(false).from_writer(out)
+}
+
+/// Writes `flows.csv`: one row per flow in id order. After the contract's columns,
+/// `bytes_delivered` is what reached the receiving application and `goodput_bps` that over the
+/// flow's completion time, or for an unfinished or endless flow over its time from start to the
+/// end of the run (empty when that is zero).
 pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{FLOWS_CSV_HEADER}")?;
+    let mut w = csv_writer(out);
+    w.write_record(FLOWS_CSV_HEADER.split(','))?;
     for f in world.flows() {
         let class = &world.classes()[f.class as usize];
         let size = f.size.map(|s| s.to_string()).unwrap_or_default();
@@ -51,26 +60,29 @@ pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
             None => (String::new(), String::new(), String::new()),
         };
         let ideal = if f.size.is_some() { ns(f.ideal_fct) } else { String::new() };
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            f.id,
-            f.src,
-            f.dst,
-            class.name,
-            f.cc_name(),
+        let span = f.finish.unwrap_or(world.now()).saturating_sub(f.start).secs_f64();
+        let delivered = f.bytes_delivered();
+        let goodput = if span > 0.0 { format!("{:.1}", delivered as f64 * 8.0 / span) } else { String::new() };
+        w.write_record([
+            f.id.to_string(),
+            f.src.to_string(),
+            f.dst.to_string(),
+            class.name.clone(),
+            f.cc_name().to_string(),
             size,
             ns(f.start),
             finish,
             fct,
             ideal,
             slowdown,
-            f.retransmits(),
-            f.timeouts().len(),
-            f.negotiation().label()
-        )?;
+            f.retransmits().to_string(),
+            f.timeouts().len().to_string(),
+            f.negotiation().label().to_string(),
+            delivered.to_string(),
+            goodput,
+        ])?;
     }
-    Ok(())
+    w.flush()
 }
 
 /// Writes every output the run produced into `dir`: flows.csv, summary.json, and the sampled
@@ -88,6 +100,9 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     w.flush()?;
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("utilization.csv"))?);
     write_utilization_csv(world, &mut w)?;
+    w.flush()?;
+    let mut w = io::BufWriter::new(std::fs::File::create(dir.join("ports.csv"))?);
+    write_ports_csv(world, &mut w)?;
     w.flush()?;
     if let Some(cap) = world.capture() {
         let snap = if cap.full_frames { pcap::Snap::Full } else { pcap::Snap::Headers };

@@ -1,10 +1,13 @@
 //! Exact percentiles by nearest rank over sorted samples.
 
-use serde::Serialize;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 
-/// Mean and tail percentiles of a sample set.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+/// Mean and tail percentiles of a sample set. Over an empty set they are undefined: summary.json
+/// shows them as `null` (never 0, which would read as a measured zero) beside `count` = 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stats {
+    /// Samples the figures are over.
+    pub count: u64,
     /// Arithmetic mean.
     pub mean: f64,
     /// Median.
@@ -35,12 +38,34 @@ impl Stats {
         }
         values.sort_by(f64::total_cmp);
         Stats {
+            count: values.len() as u64,
             mean: values.iter().sum::<f64>() / values.len() as f64,
             p50: percentile(values, 50.0),
             p95: percentile(values, 95.0),
             p99: percentile(values, 99.0),
             p999: percentile(values, 99.9),
         }
+    }
+}
+
+impl Stats {
+    /// The figures, or None over an empty set.
+    pub fn defined(&self) -> Option<&Stats> {
+        (self.count > 0).then_some(self)
+    }
+}
+
+impl Serialize for Stats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let defined = |x: f64| (self.count > 0).then_some(x);
+        let mut st = s.serialize_struct("Stats", 6)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("mean", &defined(self.mean))?;
+        st.serialize_field("p50", &defined(self.p50))?;
+        st.serialize_field("p95", &defined(self.p95))?;
+        st.serialize_field("p99", &defined(self.p99))?;
+        st.serialize_field("p999", &defined(self.p999))?;
+        st.end()
     }
 }
 
@@ -56,5 +81,17 @@ mod tests {
         assert_eq!(s.mean, 500.5);
         assert_eq!(percentile(&[7.0], 99.9), 7.0);
         assert_eq!(Stats::of(&mut []), Stats::default());
+    }
+
+    #[test]
+    fn statistics_over_nothing_are_null_not_zero() {
+        let empty = serde_json::to_value(Stats::of(&mut [])).unwrap();
+        assert_eq!(
+            empty,
+            serde_json::json!({"count": 0, "mean": null, "p50": null, "p95": null, "p99": null, "p999": null})
+        );
+        let one = serde_json::to_value(Stats::of(&mut [0.0])).unwrap();
+        assert_eq!(one["mean"], 0.0, "a measured zero stays a number");
+        assert_eq!(one["count"], 1);
     }
 }

@@ -1,44 +1,84 @@
-//! Sampled time series (queue depth per port, congestion window per flow) and per-port totals.
+//! Sampled time series (queue depth per port, congestion window per flow), per-port totals and
+//! the port map.
 
-use super::ns;
+use super::{csv_writer, ns};
 use crate::world::World;
 use std::io::{self, Write};
 
-/// Writes `queues.csv` (`t_ns,node,port,bytes`).
+/// A port by the names scenarios use: its node, an arrow, the node at the far end (`sw6->h13`).
+pub fn port_name(world: &World, port: u32) -> String {
+    let p = &world.ports()[port as usize];
+    format!("{}->{}", world.node_name(p.node), world.node_name(p.peer_node))
+}
+
+/// Writes `ports.csv` (`port,node,peer,rate_bps`): every port by name, the node it sends from,
+/// the node it sends to and its line rate.
+pub fn write_ports_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = csv_writer(out);
+    w.write_record(["port", "node", "peer", "rate_bps"])?;
+    for (i, p) in world.ports().iter().enumerate() {
+        w.write_record([
+            port_name(world, i as u32),
+            world.node_name(p.node).to_string(),
+            world.node_name(p.peer_node).to_string(),
+            p.rate.bps().to_string(),
+        ])?;
+    }
+    w.flush()
+}
+
+/// Writes `queues.csv` (`t_ns,node,port,bytes,link`): `port` is the node's port number and
+/// `link` the port by name (`sw6->h13`), as in ports.csv.
 pub fn write_queues_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "t_ns,node,port,bytes")?;
+    let mut w = csv_writer(out);
+    w.write_record(["t_ns", "node", "port", "bytes", "link"])?;
     for s in world.queue_samples() {
         let port = &world.ports()[s.port as usize];
-        writeln!(out, "{},{},{},{}", ns(s.t), world.node_name(port.node), port.local, s.bytes)?;
+        w.write_record([
+            ns(s.t),
+            world.node_name(port.node).to_string(),
+            port.local.to_string(),
+            s.bytes.to_string(),
+            port_name(world, s.port),
+        ])?;
     }
-    Ok(())
+    w.flush()
 }
 
 /// Writes `cwnd.csv` (`t_ns,flow,cwnd_bytes`).
 pub fn write_cwnd_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "t_ns,flow,cwnd_bytes")?;
+    let mut w = csv_writer(out);
+    w.write_record(["t_ns", "flow", "cwnd_bytes"])?;
     for s in world.cwnd_samples() {
-        writeln!(out, "{},{},{}", ns(s.t), s.flow, s.cwnd)?;
+        w.write_record([ns(s.t), s.flow.to_string(), s.cwnd.to_string()])?;
     }
-    Ok(())
+    w.flush()
 }
 
 /// Writes `requests.csv` (`class,start_ns,end_ns,latency_ns`): every completed request (or
 /// incast round) of closed-loop traffic, in completion order.
 pub fn write_requests_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "class,start_ns,end_ns,latency_ns")?;
+    let mut w = csv_writer(out);
+    w.write_record(["class", "start_ns", "end_ns", "latency_ns"])?;
     for r in world.requests() {
-        writeln!(out, "{},{},{},{}", world.classes()[r.class].name, ns(r.start), ns(r.end), ns(r.end - r.start))?;
+        w.write_record([world.classes()[r.class].name.clone(), ns(r.start), ns(r.end), ns(r.end - r.start)])?;
     }
-    Ok(())
+    w.flush()
 }
 
-/// Writes `utilization.csv` (`node,port,tx_bytes,utilization`): every port's bytes sent over the
-/// run and their share of its line rate.
+/// Writes `utilization.csv` (`node,port,tx_bytes,utilization,link`): every port's bytes sent over
+/// the run and their share of its line rate; `link` names the port as ports.csv does.
 pub fn write_utilization_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "node,port,tx_bytes,utilization")?;
-    for p in world.ports() {
-        writeln!(out, "{},{},{},{:.4}", world.node_name(p.node), p.local, p.tx_bytes, p.utilization(world.now()))?;
+    let mut w = csv_writer(out);
+    w.write_record(["node", "port", "tx_bytes", "utilization", "link"])?;
+    for (i, p) in world.ports().iter().enumerate() {
+        w.write_record([
+            world.node_name(p.node).to_string(),
+            p.local.to_string(),
+            p.tx_bytes.to_string(),
+            format!("{:.4}", p.utilization(world.now())),
+            port_name(world, i as u32),
+        ])?;
     }
-    Ok(())
+    w.flush()
 }
