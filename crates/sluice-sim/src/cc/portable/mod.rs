@@ -1,0 +1,521 @@
+//! The portable algorithms: one C source per algorithm (`portable/*.c`, the form of
+//! `docs/writing-a-cc.md`), compiled by build.rs into the simulator and by sluice-host into BPF
+//! `struct_ops`. This module maps `AckSignals`/`Window` onto the C signal block and window, and
+//! replays a kernel-recorded trace into the simulator build for the differential test.
+
+use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, IntReading, Window};
+use crate::time::{Bytes, Time};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The C signal block, `struct scc_signals`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Signals {
+    /// Bytes newly acknowledged, cumulatively or by SACK.
+    pub acked: u64,
+    /// Of those, bytes echoed as CE-marked.
+    pub ce: u64,
+    /// First unacknowledged sequence number after this ACK, modulo 2^32.
+    pub snd_una: u32,
+    /// Next sequence number to send, modulo 2^32.
+    pub snd_nxt: u32,
+    /// RTT sample in microseconds; 0: none.
+    pub rtt_us: u32,
+    /// Queue bytes the TCP-INT echo reported, when `int_is_queue`.
+    pub int_queue: u32,
+    /// The ACK carried ECE.
+    pub ece: u8,
+    /// A circuit is up on the path (ECE where there is no circuit network).
+    pub circuit: u8,
+    /// The sender is in fast recovery.
+    pub in_recovery: u8,
+    /// The ACK brought a TCP-INT echo.
+    pub int_echo: u8,
+    /// That echo reports a queue depth.
+    pub int_is_queue: u8,
+    /// Padding to the C layout.
+    pub pad: [u8; 3],
+}
+
+/// The C window, `struct scc_window`, in bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CWindow {
+    /// Congestion window.
+    pub cwnd: u64,
+    /// Slow-start threshold; `u64::MAX` until set.
+    pub ssthresh: u64,
+    /// Maximum segment size.
+    pub mss: u64,
+}
+
+/// One step the kernel recorded, `struct scc_record`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Record {
+    /// The connection, numbered as they start.
+    pub flow: u64,
+    /// `REC_INIT`, `REC_ACK` or `REC_EVENT`.
+    pub kind: u32,
+    /// `enum scc_event` of an event.
+    pub event: u32,
+    /// The signal block the algorithm saw.
+    pub sig: Signals,
+    /// The window before the call.
+    pub win_in: CWindow,
+    /// The window the algorithm returned.
+    pub win_out: CWindow,
+}
+
+/// A flow started: the algorithm's state was initialised.
+pub const REC_INIT: u32 = 0;
+/// An ACK went through `on_ack`.
+pub const REC_ACK: u32 = 1;
+/// A congestion event went through `on_event`.
+pub const REC_EVENT: u32 = 2;
+
+const SCC_LOSS: u32 = 1;
+const SCC_TIMEOUT: u32 = 2;
+const SCC_ECN: u32 = 3;
+const SCC_ECN_CLASSIC: u32 = 1;
+const SCC_ECN_PER_PACKET: u32 = 2;
+const SCC_NEEDS_INT: u32 = 4;
+
+/// Room for any algorithm's state; each C file's `<name>_state_size` is checked against it.
+type State = [u64; 16];
+
+/// The entry points of one compiled algorithm, with parameters of type `P`.
+struct Entry<P: 'static> {
+    name: &'static str,
+    init: unsafe extern "C" fn(*mut State, *const P),
+    on_ack: unsafe extern "C" fn(*mut State, *const P, *const Signals, *mut CWindow),
+    on_event: unsafe extern "C" fn(*mut State, *const P, u32, *mut CWindow),
+    defaults: &'static P,
+    flags: &'static u32,
+    state_size: &'static u32,
+}
+
+/// `struct dctcp_params`: gains in 1/65536.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DctcpParams {
+    g: u32,
+    alpha_init: u32,
+}
+
+/// `struct ecn_int_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EcnIntParams {
+    dctcp: DctcpParams,
+    g_int: u32,
+    qdepth_target: u32,
+}
+
+/// `struct retcp_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RetcpParams {
+    alpha: u32,
+}
+
+/// `struct newreno_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NewrenoParams {
+    ecn: u32,
+}
+
+// The symbols each build exports (see build.rs); written out so the FFI reads plainly.
+#[link(name = "sluice_cc", kind = "static")]
+extern "C" {
+    fn newreno_init(s: *mut State, p: *const NewrenoParams);
+    fn newreno_on_ack(s: *mut State, p: *const NewrenoParams, sig: *const Signals, w: *mut CWindow);
+    fn newreno_on_event(s: *mut State, p: *const NewrenoParams, ev: u32, w: *mut CWindow);
+    static newreno_defaults: NewrenoParams;
+    static newreno_flags: u32;
+    static newreno_state_size: u32;
+    fn dctcp_init(s: *mut State, p: *const DctcpParams);
+    fn dctcp_on_ack(s: *mut State, p: *const DctcpParams, sig: *const Signals, w: *mut CWindow);
+    fn dctcp_on_event(s: *mut State, p: *const DctcpParams, ev: u32, w: *mut CWindow);
+    static dctcp_defaults: DctcpParams;
+    static dctcp_flags: u32;
+    static dctcp_state_size: u32;
+    fn ecn_int_init(s: *mut State, p: *const EcnIntParams);
+    fn ecn_int_on_ack(s: *mut State, p: *const EcnIntParams, sig: *const Signals, w: *mut CWindow);
+    fn ecn_int_on_event(s: *mut State, p: *const EcnIntParams, ev: u32, w: *mut CWindow);
+    static ecn_int_defaults: EcnIntParams;
+    static ecn_int_flags: u32;
+    static ecn_int_state_size: u32;
+    fn retcp_init(s: *mut State, p: *const RetcpParams);
+    fn retcp_on_ack(s: *mut State, p: *const RetcpParams, sig: *const Signals, w: *mut CWindow);
+    fn retcp_on_event(s: *mut State, p: *const RetcpParams, ev: u32, w: *mut CWindow);
+    static retcp_defaults: RetcpParams;
+    static retcp_flags: u32;
+    static retcp_state_size: u32;
+}
+
+#[link(name = "sluice_cc_mutant", kind = "static")]
+extern "C" {
+    fn mutant_newreno_init(s: *mut State, p: *const NewrenoParams);
+    fn mutant_newreno_on_ack(s: *mut State, p: *const NewrenoParams, sig: *const Signals, w: *mut CWindow);
+    fn mutant_newreno_on_event(s: *mut State, p: *const NewrenoParams, ev: u32, w: *mut CWindow);
+    fn mutant_dctcp_init(s: *mut State, p: *const DctcpParams);
+    fn mutant_dctcp_on_ack(s: *mut State, p: *const DctcpParams, sig: *const Signals, w: *mut CWindow);
+    fn mutant_dctcp_on_event(s: *mut State, p: *const DctcpParams, ev: u32, w: *mut CWindow);
+    fn mutant_ecn_int_init(s: *mut State, p: *const EcnIntParams);
+    fn mutant_ecn_int_on_ack(s: *mut State, p: *const EcnIntParams, sig: *const Signals, w: *mut CWindow);
+    fn mutant_ecn_int_on_event(s: *mut State, p: *const EcnIntParams, ev: u32, w: *mut CWindow);
+    fn mutant_retcp_init(s: *mut State, p: *const RetcpParams);
+    fn mutant_retcp_on_ack(s: *mut State, p: *const RetcpParams, sig: *const Signals, w: *mut CWindow);
+    fn mutant_retcp_on_event(s: *mut State, p: *const RetcpParams, ev: u32, w: *mut CWindow);
+}
+
+/// Which compilation of the sources to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// The simulator's build, the one the registry uses.
+    Standard,
+    /// The same sources with `SCC_LOSS_SHIFT=2` (a loss quarters the window): the differential
+    /// test's negative control.
+    Mutant,
+}
+
+macro_rules! entry {
+    ($name:literal, $init:ident, $ack:ident, $ev:ident, $def:ident, $flags:ident, $size:ident) => {
+        // SAFETY: the statics are immutable C constants defined by build.rs's objects.
+        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, defaults: unsafe { &$def }, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
+    };
+}
+
+fn newreno(b: Build) -> Entry<NewrenoParams> {
+    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_defaults, newreno_flags, newreno_state_size);
+    match b {
+        Build::Standard => e,
+        Build::Mutant => Entry { init: mutant_newreno_init, on_ack: mutant_newreno_on_ack, on_event: mutant_newreno_on_event, ..e },
+    }
+}
+
+fn dctcp(b: Build) -> Entry<DctcpParams> {
+    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_defaults, dctcp_flags, dctcp_state_size);
+    match b {
+        Build::Standard => e,
+        Build::Mutant => Entry { init: mutant_dctcp_init, on_ack: mutant_dctcp_on_ack, on_event: mutant_dctcp_on_event, ..e },
+    }
+}
+
+fn ecn_int(b: Build) -> Entry<EcnIntParams> {
+    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_defaults, ecn_int_flags, ecn_int_state_size);
+    match b {
+        Build::Standard => e,
+        Build::Mutant => Entry { init: mutant_ecn_int_init, on_ack: mutant_ecn_int_on_ack, on_event: mutant_ecn_int_on_event, ..e },
+    }
+}
+
+fn retcp(b: Build) -> Entry<RetcpParams> {
+    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_defaults, retcp_flags, retcp_state_size);
+    match b {
+        Build::Standard => e,
+        Build::Mutant => Entry { init: mutant_retcp_init, on_ack: mutant_retcp_on_ack, on_event: mutant_retcp_on_event, ..e },
+    }
+}
+
+/// One flow's instance of a portable algorithm.
+pub struct Portable<P: 'static> {
+    entry: Entry<P>,
+    params: P,
+    state: Box<State>,
+    ecn: EcnMode,
+}
+
+impl<P: Copy + Send + Sync + 'static> Portable<P> {
+    fn new(entry: Entry<P>, params: P, ecn: EcnMode) -> Self {
+        assert!(*entry.state_size as usize <= std::mem::size_of::<State>(), "{}: state larger than the adapter's room", entry.name);
+        let mut state = Box::new([0u64; 16]);
+        // SAFETY: `state` has room for the C state (checked above); `params` has the C layout.
+        unsafe { (entry.init)(&mut *state, &params) };
+        Portable { entry, params, state, ecn }
+    }
+
+    fn step_ack(&mut self, sig: &Signals, w: &mut CWindow) {
+        // SAFETY: as in `new`; the pointers are valid for the call.
+        unsafe { (self.entry.on_ack)(&mut *self.state, &self.params, sig, w) }
+    }
+
+    fn step_event(&mut self, ev: u32, w: &mut CWindow) {
+        // SAFETY: as in `new`.
+        unsafe { (self.entry.on_event)(&mut *self.state, &self.params, ev, w) }
+    }
+}
+
+/// The signal block of one simulated ACK (the mapping documented in docs/writing-a-cc.md).
+pub fn signals(ack: &AckSignals) -> Signals {
+    let (int_echo, int_is_queue, int_queue) = match ack.int.map(|e| e.reading) {
+        Some(IntReading::QueueBytes(b)) => (1, 1, b.min(u32::MAX as u64) as u32),
+        Some(IntReading::Utilization(_)) => (1, 0, 0),
+        None => (0, 0, 0),
+    };
+    Signals {
+        acked: ack.acked_bytes,
+        ce: ack.ce_bytes,
+        snd_una: ack.snd_una as u32,
+        snd_nxt: ack.snd_nxt as u32,
+        rtt_us: ack.rtt.map_or(0, |t| (t.0 / 1_000_000).clamp(1, u32::MAX as u64) as u32),
+        int_queue,
+        ece: ack.ece as u8,
+        // The simulator has no circuit network yet: circuit state rides on ECE, as Etalon's ToRs mark it.
+        circuit: ack.ece as u8,
+        in_recovery: ack.in_recovery as u8,
+        int_echo,
+        int_is_queue,
+        pad: [0; 3],
+    }
+}
+
+fn cwindow(w: &Window) -> CWindow {
+    CWindow { cwnd: w.cwnd, ssthresh: w.ssthresh, mss: w.mss }
+}
+
+impl<P: Copy + Send + Sync + 'static> CongestionControl for Portable<P> {
+    fn name(&self) -> &'static str {
+        self.entry.name
+    }
+
+    fn ecn_mode(&self) -> EcnMode {
+        self.ecn
+    }
+
+    fn needs_int(&self) -> bool {
+        *self.entry.flags & SCC_NEEDS_INT != 0
+    }
+
+    fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
+        let mut w = cwindow(win);
+        self.step_ack(&signals(ack), &mut w);
+        (win.cwnd, win.ssthresh) = (w.cwnd, w.ssthresh);
+    }
+
+    fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {
+        let ev = match ev {
+            CongestionEvent::FastRetransmit => SCC_LOSS,
+            CongestionEvent::Timeout => SCC_TIMEOUT,
+            CongestionEvent::Ecn => SCC_ECN,
+        };
+        let mut w = cwindow(win);
+        self.step_event(ev, &mut w);
+        (win.cwnd, win.ssthresh) = (w.cwnd, w.ssthresh);
+    }
+}
+
+/// The ECN mode an algorithm's flags ask for.
+fn ecn_of(flags: u32) -> EcnMode {
+    if flags & SCC_ECN_PER_PACKET != 0 {
+        EcnMode::PerPacket
+    } else if flags & SCC_ECN_CLASSIC != 0 {
+        EcnMode::Classic
+    } else {
+        EcnMode::Off
+    }
+}
+
+/// A factory of instances with `params`; the ECN mode is the one the C file declares unless given.
+fn boxed<P: Copy + Send + Sync + 'static>(entry: fn(Build) -> Entry<P>, params: P, ecn: Option<EcnMode>) -> CcFactory {
+    let ecn = ecn.unwrap_or_else(|| ecn_of(*entry(Build::Standard).flags));
+    Arc::new(move |_: &FlowContext| Box::new(Portable::new(entry(Build::Standard), params, ecn)) as Box<dyn CongestionControl>)
+}
+
+/// A gain or fraction in [lo, 1] as fixed point (65536 = 1), or the registry's error message.
+fn fixed(key: &str, v: f64, open_at_zero: bool) -> Result<u32, String> {
+    let range = if open_at_zero { "(0, 1]" } else { "[0, 1]" };
+    let ok = if open_at_zero { v > 0.0 && v <= 1.0 } else { (0.0..=1.0).contains(&v) };
+    if !ok {
+        return Err(format!("{key}: expected a number in {range}, got {v}"));
+    }
+    let q = (v * 65536.0).round() as u32;
+    if open_at_zero && q == 0 {
+        return Err(format!("{key}: expected a number in {range} of at least 2^-16 (the fixed-point step), got {v}"));
+    }
+    Ok(q)
+}
+
+pub(super) const NEWRENO_PARAMS: &[(&str, &str)] =
+    &[("ecn", "false  # classic ECN (RFC 3168): an ECE halves the window like a loss, once per window")];
+
+pub(super) fn newreno_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct P {
+        #[serde(default)]
+        ecn: bool,
+    }
+    let p: P = parse_params(params)?;
+    let ecn = if p.ecn { EcnMode::Classic } else { EcnMode::Off };
+    Ok(boxed(newreno, NewrenoParams { ecn: p.ecn as u32 }, Some(ecn)))
+}
+
+pub(super) const DCTCP_PARAMS: &[(&str, &str)] = &[
+    ("g", "0.0625  # gain of the alpha moving average (1/16), in (0, 1]"),
+    ("alpha_init", "1.0  # initial alpha, the estimated marked fraction, in [0, 1]"),
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct DctcpToml {
+    g: f64,
+    alpha_init: f64,
+}
+
+impl Default for DctcpToml {
+    fn default() -> Self {
+        DctcpToml { g: 1.0 / 16.0, alpha_init: 1.0 }
+    }
+}
+
+impl DctcpToml {
+    fn fixed(&self) -> Result<DctcpParams, String> {
+        Ok(DctcpParams { g: fixed("g", self.g, true)?, alpha_init: fixed("alpha_init", self.alpha_init, false)? })
+    }
+}
+
+pub(super) fn dctcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    let p: DctcpToml = parse_params(params)?;
+    Ok(boxed(dctcp, p.fixed()?, None))
+}
+
+pub(super) const ECN_INT_PARAMS: &[(&str, &str)] = &[
+    ("g", "0.0625  # DCTCP's alpha gain, in (0, 1]"),
+    ("alpha_init", "1.0  # DCTCP's initial alpha, in [0, 1]"),
+    ("g_int", "0.125  # gain of the queue-depth moving average, in (0, 1]"),
+    ("qdepth_target", "\"32KB\"  # smoothed queue depth at which alpha_int reaches 1"),
+];
+
+pub(super) fn ecn_int_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct P {
+        g: f64,
+        alpha_init: f64,
+        g_int: f64,
+        qdepth_target: Bytes,
+    }
+    impl Default for P {
+        fn default() -> Self {
+            P { g: 1.0 / 16.0, alpha_init: 1.0, g_int: 0.125, qdepth_target: Bytes(32_000) }
+        }
+    }
+    let p: P = parse_params(params)?;
+    let dctcp = DctcpToml { g: p.g, alpha_init: p.alpha_init }.fixed()?;
+    let g_int = fixed("g_int", p.g_int, true)?;
+    if p.qdepth_target.0 == 0 || p.qdepth_target.0 > u32::MAX as u64 {
+        return Err(format!("qdepth_target: expected a positive size below 4GB like \"32KB\", got {} bytes", p.qdepth_target.0));
+    }
+    Ok(boxed(ecn_int, EcnIntParams { dctcp, g_int, qdepth_target: p.qdepth_target.0 as u32 }, None))
+}
+
+pub(super) const RETCP_PARAMS: &[(&str, &str)] =
+    &[("alpha", "2  # the window multiplier when the circuit signal (ECE) turns on, divisor when it turns off; an integer >= 1")];
+
+pub(super) fn retcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct P {
+        alpha: i64,
+    }
+    impl Default for P {
+        fn default() -> Self {
+            P { alpha: 2 }
+        }
+    }
+    let p: P = parse_params(params)?;
+    if !(1..=1024).contains(&p.alpha) {
+        return Err(format!("alpha: expected an integer in [1, 1024], got {}", p.alpha));
+    }
+    Ok(boxed(retcp, RetcpParams { alpha: p.alpha as u32 }, None))
+}
+
+/// What a replay went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Flows (init records).
+    pub flows: u64,
+    /// ACKs replayed.
+    pub acks: u64,
+    /// Of those, ACKs with CE-marked bytes or ECE.
+    pub marked: u64,
+    /// ACKs in fast recovery.
+    pub in_recovery: u64,
+    /// Loss events (fast retransmit) replayed.
+    pub losses: u64,
+    /// Timeouts replayed.
+    pub timeouts: u64,
+}
+
+/// The first record whose window the simulator build computed differently.
+#[derive(Clone, Debug)]
+pub struct Mismatch {
+    /// Index of the record in the trace.
+    pub index: usize,
+    /// The record.
+    pub record: Record,
+    /// The window the simulator build returned.
+    pub sim: CWindow,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.record;
+        write!(
+            f,
+            "record {} (flow {}, kind {}): kernel cwnd {} ssthresh {}, simulator build cwnd {} ssthresh {}",
+            self.index, r.flow, r.kind, r.win_out.cwnd, r.win_out.ssthresh, self.sim.cwnd, self.sim.ssthresh
+        )
+    }
+}
+
+/// Replays a kernel-recorded trace of algorithm `name` (with its default parameters, as the
+/// kernel ran it) into the simulator build: each flow's state starts at its init record and
+/// evolves only through the replay; every ACK and event must return the recorded cwnd and ssthresh.
+pub fn replay(name: &str, build: Build, trace: &[Record]) -> Result<Result<ReplayStats, Mismatch>, String> {
+    fn run<P: Copy + Send + Sync + 'static>(entry: fn(Build) -> Entry<P>, build: Build, trace: &[Record]) -> Result<Result<ReplayStats, Mismatch>, String> {
+        let mut flows: HashMap<u64, Portable<P>> = HashMap::new();
+        let mut st = ReplayStats::default();
+        for (index, r) in trace.iter().enumerate() {
+            if r.kind == REC_INIT {
+                let e = entry(build);
+                let p = *e.defaults;
+                flows.insert(r.flow, Portable::new(e, p, EcnMode::Off));
+                st.flows += 1;
+                continue;
+            }
+            let cc = flows.get_mut(&r.flow).ok_or_else(|| format!("record {index}: flow {} has no init record", r.flow))?;
+            let mut w = r.win_in;
+            match r.kind {
+                REC_ACK => {
+                    cc.step_ack(&r.sig, &mut w);
+                    st.acks += 1;
+                    st.marked += (r.sig.ce > 0 || r.sig.ece != 0) as u64;
+                    st.in_recovery += r.sig.in_recovery as u64;
+                }
+                REC_EVENT => {
+                    cc.step_event(r.event, &mut w);
+                    st.losses += (r.event == SCC_LOSS) as u64;
+                    st.timeouts += (r.event == SCC_TIMEOUT) as u64;
+                }
+                k => return Err(format!("record {index}: unknown kind {k}")),
+            }
+            if (w.cwnd, w.ssthresh) != (r.win_out.cwnd, r.win_out.ssthresh) {
+                return Ok(Err(Mismatch { index, record: *r, sim: w }));
+            }
+        }
+        Ok(Ok(st))
+    }
+    match name {
+        "newreno" => run(newreno, build, trace),
+        "dctcp" => run(dctcp, build, trace),
+        "ecn_int" => run(ecn_int, build, trace),
+        "retcp" => run(retcp, build, trace),
+        other => Err(format!("no portable algorithm named {other:?} (expected newreno, dctcp, ecn_int or retcp)")),
+    }
+}
