@@ -82,7 +82,7 @@ SCC_INLINE void dctcp_core_on_ack(struct dctcp_state *s, const struct dctcp_para
 		s->cwr_end = sig->snd_nxt;
 		return;
 	}
-	scc_reno_grow(&s->bytes_acked, sig->acked, w);
+	scc_reno_grow(&s->bytes_acked, sig, w);
 }
 
 /* Loss and timeout as Reno (RFC 8257 section 3.5); a classic ECN echo cuts by alpha. */

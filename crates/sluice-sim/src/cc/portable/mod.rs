@@ -35,8 +35,10 @@ pub struct Signals {
     pub int_echo: u8,
     /// That echo reports a queue depth.
     pub int_is_queue: u8,
+    /// The window, not the application, limited sending.
+    pub cwnd_limited: u8,
     /// Padding to the C layout.
-    pub pad: [u8; 3],
+    pub pad: [u8; 2],
 }
 
 /// The C window, `struct scc_window`, in bytes.
@@ -270,7 +272,9 @@ pub fn signals(ack: &AckSignals) -> Signals {
         in_recovery: ack.in_recovery as u8,
         int_echo,
         int_is_queue,
-        pad: [0; 3],
+        // The transport does not tell application-limited windows apart yet: every one may grow.
+        cwnd_limited: 1,
+        pad: [0; 2],
     }
 }
 

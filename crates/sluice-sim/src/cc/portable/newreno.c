@@ -24,7 +24,7 @@ SCC_FN void newreno_on_ack(struct newreno_state *s, const struct newreno_params 
 			   struct scc_window *w)
 {
 	if (!sig->in_recovery)
-		scc_reno_grow(&s->bytes_acked, sig->acked, w);
+		scc_reno_grow(&s->bytes_acked, sig, w);
 }
 
 SCC_FN void newreno_on_event(struct newreno_state *s, const struct newreno_params *p, enum scc_event ev,

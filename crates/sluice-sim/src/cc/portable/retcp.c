@@ -39,7 +39,7 @@ SCC_FN void retcp_on_ack(struct retcp_state *s, const struct retcp_params *p, co
 	}
 	if (sig->in_recovery)
 		return;
-	scc_reno_grow(&s->bytes_acked, sig->acked, w);
+	scc_reno_grow(&s->bytes_acked, sig, w);
 }
 
 SCC_FN void retcp_on_event(struct retcp_state *s, const struct retcp_params *p, enum scc_event ev, struct scc_window *w)

@@ -62,7 +62,8 @@ struct scc_signals {
 	scc_u8 in_recovery; /* the sender is in fast recovery */
 	scc_u8 int_echo;    /* the ACK brought a TCP-INT echo */
 	scc_u8 int_is_queue;/* that echo reports a queue depth (else a utilization) */
-	scc_u8 pad[3];
+	scc_u8 cwnd_limited;/* the window, not the application, limited sending (RFC 7661) */
+	scc_u8 pad[2];
 };
 
 /* The window the algorithm reads and writes, in bytes. */
@@ -121,11 +122,16 @@ SCC_INLINE scc_u64 scc_min_cwnd(const struct scc_window *w)
 }
 
 /*
- * Reno growth by `acked` bytes: slow start up to ssthresh, then one MSS per cwnd bytes acked,
- * the remainder carried in *acc so no growth is lost to rounding (RFC 3465 byte counting).
+ * Reno growth by the ACK's acked bytes: slow start up to ssthresh, then one MSS per cwnd bytes
+ * acked, the remainder carried in *acc so no growth is lost to rounding (RFC 3465 byte counting).
+ * A window the application did not fill does not grow (RFC 7661).
  */
-SCC_INLINE void scc_reno_grow(scc_u64 *acc, scc_u64 acked, struct scc_window *w)
+SCC_INLINE void scc_reno_grow(scc_u64 *acc, const struct scc_signals *sig, struct scc_window *w)
 {
+	scc_u64 acked = sig->acked;
+
+	if (!sig->cwnd_limited)
+		return;
 	if (w->cwnd < w->ssthresh) {
 		scc_u64 inc = scc_min(acked, w->ssthresh - w->cwnd);
 
