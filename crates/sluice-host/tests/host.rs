@@ -1033,11 +1033,15 @@ fn record_kernel_trace(name: &'static str, prefix: &str, port: u16) -> Vec<sluic
         // Classic ECN for NewReno; the others ask for ECN themselves.
         sys::run("ip", &["netns", "exec", &tb.ns(h), "sysctl", "-qw", "net.ipv4.tcp_ecn=1"]).unwrap();
     }
-    // An ACK per two segments rather than per GRO batch.
-    sys::run("ip", &["netns", "exec", &tb.ns(2), "ethtool", "-K", "eth0", "gro", "off"]).unwrap();
+    // Segments leave the senders one MTU each and are acknowledged every two, not per 64 KB batch.
+    let sw = tb.0.switch.clone();
+    let devs = [(tb.ns(0), "eth0"), (tb.ns(1), "eth0"), (tb.ns(2), "eth0"), (sw.clone(), "p1"), (sw.clone(), "p2"), (sw, "p3")];
+    for (ns, dev) in &devs {
+        sys::run("ip", &["netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]).unwrap();
+    }
     let s = sink(&tb.ns(2), port, 2);
-    let a = source(&tb.ns(0), tb.addr(2), port, 3.0);
-    let b = source(&tb.ns(1), tb.addr(2), port, 3.0);
+    let a = source(&tb.ns(0), tb.addr(2), port, 6.0);
+    let b = source(&tb.ns(1), tb.addr(2), port, 6.0);
     // Drain as it runs so the ring buffer never fills.
     let mut trace = vec![];
     while !(a.is_finished() && b.is_finished()) {
