@@ -951,7 +951,7 @@ fn unload_and_down_leave_nothing_behind() {
             .into_iter()
             .filter(|(id, _)| !progs_before.contains(id))
             .map(|(_, n)| n)
-            .filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_"))
+            .filter(|n| ["sluice_", "newreno_", "dctcp_", "ecn_int_", "retcp_"].iter().any(|p| n.starts_with(p)))
             .collect()
     };
     let t = Instant::now();
