@@ -523,3 +523,148 @@ pub fn replay(name: &str, build: Build, trace: &[Record]) -> Result<Result<Repla
         other => Err(format!("no portable algorithm named {other:?} (expected newreno, dctcp, ecn_int or retcp)")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::IntEcho;
+
+    const MSS: u64 = 1000;
+
+    fn ctx() -> FlowContext {
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: crate::time::Rate::gbps(10), base_rtt: Time::from_us(10) }
+    }
+
+    fn build(name: &str, params: &str) -> Box<dyn CongestionControl> {
+        super::super::factory(name, &toml::from_str(params).unwrap()).unwrap()(&ctx())
+    }
+
+    fn win(cwnd: u64, ssthresh: u64) -> Window {
+        Window { cwnd, ssthresh, pacing_rate: None, mss: MSS }
+    }
+
+    fn ack(una: u64, ece: bool) -> AckSignals {
+        AckSignals { acked_bytes: MSS, ce_bytes: if ece { MSS } else { 0 }, ece, snd_una: una, snd_nxt: una + 20 * MSS, ..Default::default() }
+    }
+
+    #[test]
+    fn the_c_layouts_match_the_rust_mirrors() {
+        assert_eq!(std::mem::size_of::<Signals>(), 40);
+        assert_eq!(std::mem::size_of::<CWindow>(), 24);
+        assert_eq!(std::mem::size_of::<Record>(), 104);
+        for name in ["newreno", "dctcp", "ecn_int", "retcp"] {
+            // Each C state fits the adapter's room (checked again at every instance).
+            let _ = build(name, "");
+        }
+    }
+
+    /// reTCP (Mukerjee et al., NSDI 2020): the window doubles (alpha 2) when the circuit signal
+    /// turns on and halves when it turns off, exactly, at any window; otherwise it is Reno.
+    #[test]
+    fn retcp_multiplies_when_the_circuit_comes_and_divides_when_it_goes() {
+        let mut cc = build("retcp", "");
+        assert_eq!((cc.name(), cc.ecn_mode()), ("retcp", EcnMode::PerPacket));
+        let mut w = win(17 * MSS + 3, u64::MAX);
+        cc.on_ack(&ack(MSS, false), &mut w);
+        assert_eq!(w.cwnd, 18 * MSS + 3, "slow start before any circuit");
+        cc.on_ack(&ack(2 * MSS, true), &mut w);
+        assert_eq!((w.cwnd, w.ssthresh), (36 * MSS + 6, 36 * MSS + 6), "circuit up: x2");
+        // While the circuit stays up the window grows like Reno in avoidance, never cut by ECE.
+        for i in 0..37 {
+            cc.on_ack(&ack((3 + i) * MSS, true), &mut w);
+        }
+        assert_eq!(w.cwnd, 37 * MSS + 6);
+        cc.on_ack(&ack(41 * MSS, false), &mut w);
+        assert_eq!((w.cwnd, w.ssthresh), ((37 * MSS + 6) / 2, (37 * MSS + 6) / 2), "circuit down: /2");
+        let mut cc = build("retcp", "alpha = 4");
+        let mut w = win(10 * MSS, u64::MAX);
+        cc.on_ack(&ack(MSS, true), &mut w);
+        assert_eq!(w.cwnd, 40 * MSS);
+        cc.on_ack(&ack(2 * MSS, false), &mut w);
+        assert_eq!(w.cwnd, 10 * MSS);
+        // Loss is Reno's.
+        cc.on_congestion(CongestionEvent::FastRetransmit, Time::ZERO, &mut w);
+        assert_eq!((w.cwnd, w.ssthresh), (5 * MSS, 5 * MSS));
+        let err = |s: &str| super::super::factory("retcp", &toml::from_str(s).unwrap()).err().unwrap();
+        assert_eq!(err("alpha = 0"), "alpha: expected an integer in [1, 1024], got 0");
+        assert!(err("alpha = 1.5").starts_with("alpha: "));
+    }
+
+    /// The portable DCTCP against the floating-point reference on the same ACK stream: the same
+    /// cuts at the same ACKs, and windows never more than one MSS apart. Alpha is rounded down to
+    /// 2^-16 at every window's end and each cut truncates to a byte, so after a cut the windows
+    /// differ by a few bytes, and Reno's next one-MSS step may then land one ACK apart.
+    #[test]
+    fn portable_dctcp_follows_the_floating_point_reference() {
+        let (mut p, mut r) = (build("dctcp", ""), build("dctcp_ref", ""));
+        let (mut wp, mut wr) = (win(10 * MSS, u64::MAX), win(10 * MSS, u64::MAX));
+        let mut cuts = (0, 0);
+        let mut worst = 0;
+        for i in 1..20_000u64 {
+            // Marks in bursts: 3 marked ACKs in every 40.
+            let a = ack(i * MSS, i % 40 < 3);
+            let (bp, br) = (wp.cwnd, wr.cwnd);
+            p.on_ack(&a, &mut wp);
+            r.on_ack(&a, &mut wr);
+            cuts.0 += (wp.cwnd < bp) as u64;
+            cuts.1 += (wr.cwnd < br) as u64;
+            assert_eq!(wp.cwnd < bp, wr.cwnd < br, "ack {i}: one cut and not the other");
+            let diff = wp.cwnd.abs_diff(wr.cwnd);
+            worst = worst.max(diff);
+            assert!(diff <= MSS, "ack {i}: portable {} reference {}", wp.cwnd, wr.cwnd);
+        }
+        println!("portable vs reference DCTCP: {} cuts each, largest window difference {worst} bytes", cuts.0);
+        assert!(cuts.0 > 100, "{cuts:?}");
+    }
+
+    #[test]
+    fn ecn_int_cuts_on_an_echoed_queue_and_is_dctcp_without_one() {
+        let mut cc = build("ecn_int", "g_int = 1.0\nalpha_init = 0.0");
+        assert!(cc.needs_int());
+        let mut w = win(100 * MSS, 50 * MSS);
+        let mut a = ack(MSS, false);
+        a.int = Some(IntEcho { reading: IntReading::QueueBytes(16_000), path_latency: Time::ZERO, hop_id: 1 });
+        cc.on_ack(&a, &mut w);
+        // alpha_int = 16 KB / 32 KB = 1/2: the window loses a quarter.
+        assert_eq!(w.cwnd, 75 * MSS);
+        let (mut x, mut y) = (build("ecn_int", ""), build("dctcp", ""));
+        let (mut wx, mut wy) = (win(100 * MSS, 50 * MSS), win(100 * MSS, 50 * MSS));
+        for i in 1..500 {
+            let mut a = ack(i * MSS, i % 17 == 0);
+            y.on_ack(&a, &mut wy);
+            a.int = Some(IntEcho { reading: IntReading::Utilization(0.7), path_latency: Time::ZERO, hop_id: 1 });
+            x.on_ack(&a, &mut wx);
+            assert_eq!(wx.cwnd, wy.cwnd, "ack {i}");
+        }
+    }
+
+    #[test]
+    fn a_gain_below_the_fixed_point_step_is_an_error() {
+        let err = super::super::factory("dctcp", &toml::from_str("g = 1e-6").unwrap()).err().unwrap();
+        assert_eq!(err, "g: expected a number in (0, 1] of at least 2^-16 (the fixed-point step), got 0.000001");
+        let err = super::super::factory("dctcp", &toml::from_str("g = 0").unwrap()).err().unwrap();
+        assert_eq!(err, "g: expected a number in (0, 1], got 0");
+    }
+
+    /// A replay detects a window the simulator build computes differently, and says where.
+    #[test]
+    fn replay_reports_the_first_differing_window() {
+        let sig = Signals { acked: MSS, snd_una: 1000, snd_nxt: 5000, cwnd_limited: 1, ..Default::default() };
+        let w = CWindow { cwnd: 10 * MSS, ssthresh: 5 * MSS, mss: MSS };
+        let mut trace = vec![
+            Record { flow: 7, kind: REC_INIT, ..Default::default() },
+            Record { flow: 7, kind: REC_ACK, sig, win_in: w, win_out: w, ..Default::default() },
+            Record { flow: 7, kind: REC_EVENT, event: SCC_LOSS, win_in: w, win_out: CWindow { cwnd: 5 * MSS, ssthresh: 5 * MSS, mss: MSS }, ..Default::default() },
+        ];
+        // Avoidance: 1000 acked bytes of a 10,000-byte window do not grow it yet.
+        let st = replay("newreno", Build::Standard, &trace).unwrap().unwrap();
+        assert_eq!((st.flows, st.acks, st.losses), (1, 1, 1));
+        let m = replay("newreno", Build::Mutant, &trace).unwrap().unwrap_err();
+        assert_eq!((m.index, m.sim.cwnd), (2, 2500));
+        trace[1].win_out.cwnd += 1;
+        assert_eq!(replay("newreno", Build::Standard, &trace).unwrap().unwrap_err().index, 1);
+        assert!(replay("cubic", Build::Standard, &trace).is_err());
+        trace.remove(0);
+        assert!(replay("newreno", Build::Standard, &trace).unwrap_err().contains("no init record"));
+    }
+}
