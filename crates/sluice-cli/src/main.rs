@@ -100,7 +100,7 @@ fn main() -> ExitCode {
 /// Loads and fully validates a scenario, building the world it describes.
 fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), ScenarioError> {
     let loaded = scenario::load(path, overrides)?;
-    let world = World::build(&loaded).map_err(|m| loaded.error_at(m))?;
+    let world = sluice_sim::scenario::build(&loaded).map_err(|m| loaded.error_at(m))?;
     Ok((loaded, world))
 }
 

@@ -2,7 +2,9 @@
 //! platform. Build a [`world::World`] from a [`scenario`], run it, and read [`metrics`].
 
 pub mod cc;
+pub mod context;
 pub mod event;
+pub mod flow;
 pub mod host;
 pub mod metrics;
 pub mod net;

@@ -2,11 +2,12 @@
 //! key of every problem.
 
 use crate::cc::{self, CcFactory};
-use crate::net::queue::{EcnConfig, EcnMarking};
+use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
-use crate::time::{Bytes, Time};
+use crate::time::{Bytes, Rate, Time};
+use crate::world::{Bucketing, ClassRuntime, IntRuntime, Parts, World};
 use crate::transport::tcp::TcpConfig;
-use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
+use crate::workload::{WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -102,23 +103,6 @@ pub struct IntSwitchConfig {
     pub util_shift: Option<u32>,
 }
 
-/// TCP-INT as the world uses it.
-#[derive(Clone, Debug)]
-pub struct IntRuntime {
-    /// Stamping per switch ordinal; `None` for legacy switches.
-    pub switches: Vec<Option<crate::net::switch::IntStamping>>,
-    /// The fabric-wide encoding senders decode echoes with.
-    pub encoding: crate::packet::tcp_int::IntEncoding,
-    /// Unit of the latency fields.
-    pub latency_unit: Time,
-    /// Transmit-rate window of INT switch ports.
-    pub util_window: Time,
-    /// Every flow carries the option.
-    pub all_flows: bool,
-    /// Per host ordinal: the stack supports TCP-INT.
-    pub host_supports: Vec<bool>,
-}
-
 impl IntConfig {
     /// Validates the table against the topology's switch names and host count.
     pub fn runtime(&self, switch_names: &[String], hosts: usize) -> Result<IntRuntime, String> {
@@ -212,13 +196,76 @@ pub struct SwitchConfig {
     pub alpha: f64,
     /// Strict-priority queues per port.
     pub priorities: u8,
-    /// ECN marking.
+    /// ECN marking of every port, unless a rate or port entry below replaces it.
     pub ecn: EcnConfig,
+    /// Per link rate ("10Gbps"): ECN and a queue limit for the switch ports of that rate.
+    pub rates: BTreeMap<String, PortConfig>,
+    /// Per named port ("sw0->h1"): ECN and a queue limit, over the per-rate entries.
+    pub ports: BTreeMap<String, PortConfig>,
 }
 
 impl Default for SwitchConfig {
     fn default() -> Self {
-        SwitchConfig { buffer: Bytes(16_000_000), alpha: 1.0, priorities: 1, ecn: EcnConfig { mode: "off".into(), ..EcnConfig::default() } }
+        SwitchConfig {
+            buffer: Bytes(16_000_000),
+            alpha: 1.0,
+            priorities: 1,
+            ecn: EcnConfig { mode: "off".into(), ..EcnConfig::default() },
+            rates: BTreeMap::new(),
+            ports: BTreeMap::new(),
+        }
+    }
+}
+
+impl SwitchConfig {
+    /// Each switch port's queue discipline by global port id (host ports get the default):
+    /// a named port's entry wins over its rate's, which wins over `[switch.ecn]`.
+    fn disciplines(&self, graph: &Graph, names: &[String]) -> Result<Vec<Discipline>, String> {
+        let mut by_rate = Vec::new();
+        for (key, cfg) in &self.rates {
+            let rate = Rate::parse(key).map_err(|e| format!("switch.rates.\"{key}\": {e}"))?;
+            by_rate.push((rate, key, cfg));
+        }
+        let node_ports = graph.ports();
+        let total: usize = node_ports.iter().map(Vec::len).sum();
+        let mut by_port: Vec<Option<(&String, &PortConfig)>> = vec![None; total];
+        for (key, cfg) in &self.ports {
+            let ids = crate::net::naming::resolve_ports(names, graph, key)
+                .map_err(|e| format!("switch.ports.\"{key}\": {e} (expected \"sw0->sw1\" or \"sw0\")"))?;
+            for p in ids {
+                by_port[p as usize] = Some((key, cfg));
+            }
+        }
+        let default = self.ecn.discipline("switch.ecn", None)?;
+        let mut out = Vec::with_capacity(total);
+        for (n, plist) in node_ports.iter().enumerate() {
+            for &(li, _) in plist {
+                let p = out.len();
+                if !matches!(graph.nodes[n], crate::net::topology::NodeKind::Switch { .. }) {
+                    out.push(Discipline::default());
+                    continue;
+                }
+                let rate = graph.links[li].rate;
+                let mut d = default;
+                let mut apply = |cfg: &PortConfig, prefix: String| -> Result<(), String> {
+                    if let Some(ecn) = &cfg.ecn {
+                        d = ecn.discipline(&format!("{prefix}.ecn"), d.limit)?;
+                    }
+                    if let Some(b) = cfg.buffer {
+                        d.limit = Some(b.0);
+                    }
+                    Ok(())
+                };
+                if let Some((_, key, cfg)) = by_rate.iter().find(|(r, _, _)| *r == rate) {
+                    apply(cfg, format!("switch.rates.\"{key}\""))?;
+                }
+                if let Some((key, cfg)) = by_port[p] {
+                    apply(cfg, format!("switch.ports.\"{key}\""))?;
+                }
+                out.push(d);
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -242,17 +289,7 @@ pub struct ClassConfig {
     pub matches: Option<MatchRules>,
 }
 
-/// `[classes.<name>.match]`: a flow matches when every rule given holds.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatchRules {
-    /// Workload tags (`tag = "..."` on a workload).
-    pub tags: Option<Vec<String>>,
-    /// Destination (service) ports (`dst_port` on a workload).
-    pub dst_ports: Option<Vec<u16>>,
-    /// Hosts, either end of the flow.
-    pub hosts: Option<Vec<usize>>,
-}
+pub use crate::workload::MatchRules;
 
 /// The algorithm flows of no other class use when the scenario does not define `default`.
 pub const DEFAULT_CC: &str = "cubic";
@@ -316,8 +353,7 @@ pub struct FctBuckets {
 
 impl FctBuckets {
     /// Validates and converts.
-    pub fn bucketing(&self) -> Result<crate::metrics::Bucketing, String> {
-        use crate::metrics::Bucketing;
+    pub fn bucketing(&self) -> Result<Bucketing, String> {
         match (self.percent, &self.edges) {
             (Some(_), Some(_)) => Err("output.fct_buckets.edges: give either percent or edges, not both".into()),
             (Some(p), None) if p > 0.0 && p <= 100.0 => Ok(Bucketing::Percent(p)),
@@ -513,48 +549,15 @@ fn line_of_key(text: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// A scenario checked against its topology, in the form the world is built from.
-pub struct Prepared {
-    /// Seed of every random stream.
-    pub seed: u64,
-    /// End time, if any.
-    pub duration: Option<Time>,
-    /// Stop when every finite flow finished.
-    pub stop_when_done: bool,
-    /// Switch settings.
-    pub switch: SwitchConfig,
-    /// The ECN marking policy.
-    pub ecn: EcnMarking,
-    /// Whether switches drop non-ECT packets at the marking threshold.
-    pub drop_non_ect: bool,
-    /// TCP settings.
-    pub tcp: TcpConfig,
-    /// Classes by index; `default` is always present.
-    pub classes: Vec<crate::world::ClassRuntime>,
-    /// Every flow, sorted by start time.
-    pub flows: Vec<FlowSpec>,
-    /// Closed-loop applications that open flows during the run.
-    pub apps: Vec<Box<dyn crate::workload::app::App>>,
-    /// Ports whose queues are sampled.
-    pub queue_ports: Vec<u32>,
-    /// Queue sampling period.
-    pub queue_interval: Time,
-    /// Flows whose windows are sampled (empty list = all; None = no sampling).
-    pub cwnd_flows: Option<Vec<u32>>,
-    /// Window sampling period.
-    pub cwnd_interval: Time,
-    /// How `fct_buckets.csv` groups flows.
-    pub bucketing: crate::metrics::Bucketing,
-    /// Telemetry rows: interval and flows (`None`: no rows, histograms only).
-    pub telemetry: Option<(Time, Option<Vec<u32>>)>,
-    /// TCP-INT configuration.
-    pub int: IntRuntime,
-    /// Packet capture: per global port id whether it is captured, flows captured, limit.
-    pub capture: Option<crate::world::CaptureSpec>,
+/// Builds the world a loaded scenario describes, validating everything that needs the topology.
+pub fn build(loaded: &LoadedScenario) -> Result<World, String> {
+    let graph = loaded.scenario.topology.build(&loaded.base_dir)?;
+    let parts = prepare(loaded, &graph)?;
+    Ok(World::new(&graph, parts))
 }
 
 /// Validates everything that needs the topology and materializes the flows.
-pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, String> {
+pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> {
     let sc = &loaded.scenario;
     sc.transport.validate()?;
     if sc.switch.buffer.0 == 0 {
@@ -566,12 +569,10 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
     if !(1..=8).contains(&sc.switch.priorities) {
         return Err(format!("switch.priorities: expected 1 to 8 queues, got {}", sc.switch.priorities));
     }
-    let ecn = sc.switch.ecn.marking("switch.ecn")?;
     let bucketing = match &sc.output.fct_buckets {
         Some(b) => b.bucketing()?,
-        None => crate::metrics::Bucketing::default(),
+        None => Bucketing::default(),
     };
-    let drop_non_ect = sc.switch.ecn.drops_non_ect("switch.ecn")?;
     if sc.sim.duration == Some(Time::ZERO) {
         return Err("sim.duration: expected a positive duration like \"10ms\"".into());
     }
@@ -597,7 +598,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
             format!("classes.{name}.fallback: unknown congestion control \"{fallback_name}\"; expected one of: {}", cc::known_names())
         })?;
         let fallback = cc::factory(fb.name, &toml::Table::new()).map_err(|e| format!("classes.{name}.fallback: {e}"))?;
-        classes.push(crate::world::ClassRuntime {
+        classes.push(ClassRuntime {
             name: name.clone(),
             cc: info.name.to_string(),
             factory,
@@ -650,7 +651,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         }
     }
 
-    let names = crate::world::node_names(graph);
+    let names = crate::net::naming::node_names(graph);
+    let disciplines = sc.switch.disciplines(graph, &names)?;
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
     let capture = match &sc.output.pcap {
@@ -659,7 +661,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
             let total_ports: usize = graph.ports().iter().map(Vec::len).sum();
             let mut ports = vec![false; total_ports];
             for (i, spec) in pc.ports.iter().enumerate() {
-                let ps = crate::world::World::resolve_ports(&names, graph, spec)
+                let ps = crate::net::naming::resolve_ports(&names, graph, spec)
                     .map_err(|e| format!("output.pcap.ports[{i}]: {e} (expected \"sw0->sw1\", \"sw0\" or \"h3\")"))?;
                 for p in ps {
                     ports[p as usize] = true;
@@ -671,7 +673,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
             if pc.max_packets == Some(0) {
                 return Err("output.pcap.max_packets: expected at least 1".into());
             }
-            Some(crate::world::CaptureSpec {
+            Some(crate::net::capture::CaptureSpec {
                 ports,
                 flows: pc.flows.clone(),
                 max_packets: pc.max_packets.unwrap_or(1_000_000),
@@ -686,7 +688,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         }
         queue_interval = qs.interval;
         for (i, spec) in qs.ports.iter().enumerate() {
-            let ps = crate::world::World::resolve_ports(&names, graph, spec)
+            let ps = crate::net::naming::resolve_ports(&names, graph, spec)
                 .map_err(|e| format!("output.queues.ports[{i}]: {e} (expected \"sw0->sw1\", \"sw0\" or \"h3\")"))?;
             // A port named twice ("sw0->h0" and "sw0") is sampled once.
             queue_ports.extend(ps.into_iter().filter(|p| !queue_ports.contains(p)).collect::<Vec<_>>());
@@ -703,13 +705,13 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Prepared, Strin
         cwnd_interval = cs.interval;
         cwnd_flows = Some(cs.flows.clone());
     }
-    Ok(Prepared {
+    Ok(Parts {
         seed: sc.sim.seed,
         duration: sc.sim.duration,
         stop_when_done: sc.sim.stop_when_done,
-        switch: sc.switch.clone(),
-        ecn,
-        drop_non_ect,
+        buffer: (sc.switch.buffer.0, sc.switch.alpha),
+        priorities: sc.switch.priorities,
+        disciplines,
         tcp: sc.transport.clone(),
         classes,
         flows,

@@ -39,7 +39,7 @@ fn one_bbr_flow_fills_a_10g_bottleneck_with_a_small_queue() {
     let rtt = flow.base_rtt.secs_f64();
     let bdp_pkts = 10e9 * rtt / (FRAME * 8.0);
 
-    let delivered = flow.receiver.delivered as f64;
+    let delivered = flow.bytes_delivered() as f64;
     let util = delivered / 1448.0 * FRAME * 8.0 / world.now().secs_f64() / 10e9;
 
     // After Startup and Drain (a few round trips of 50 us), the queue is BBR's steady state.
@@ -51,7 +51,7 @@ fn one_bbr_flow_fills_a_10g_bottleneck_with_a_small_queue() {
     println!(
         "base RTT {:.1} us, BDP {bdp_pkts:.1} pkts: utilization {util:.3}, queue mean {mean:.2} pkts, peak {peak:.1} (start-up {startup_peak:.1}), retransmits {}",
         rtt * 1e6,
-        flow.sender.retransmits
+        flow.retransmits()
     );
     assert!(util >= 0.90, "utilization {util:.3} < 0.90");
     assert!(mean < 0.25 * bdp_pkts, "mean queue {mean:.2} packets >= BDP/4 = {:.1}", bdp_pkts / 4.0);

@@ -60,7 +60,7 @@ fn match_rules_intents_and_the_default_pick_each_flows_class() {
     let world = run_text(SCENARIO, &[]);
     let classes = world.classes();
     let got: Vec<(&str, &str)> =
-        world.flows().iter().map(|f| (classes[f.class as usize].name.as_str(), f.sender.cc_name())).collect();
+        world.flows().iter().map(|f| (classes[f.class as usize].name.as_str(), f.cc_name())).collect();
     assert_eq!(
         got,
         [("query", "dctcp"), ("backup", "newreno"), ("default", "cubic"), ("backup", "newreno"), ("paced", "cubic")]
@@ -82,7 +82,7 @@ fn the_nic_holds_a_flow_to_its_target_rate() {
 fn an_intent_without_a_policy_entry_is_an_error_naming_the_key() {
     let text = SCENARIO.replace("latency_sensitive = \"query\"\n", "") + "[[workloads]]\nkind = \"flows\"\nintent = \"latency_sensitive\"\nflows = [{ src = 0, dst = 1, size = \"1KB\" }]\n";
     let loaded = sluice_sim::scenario::parse(&text, "s.toml", std::path::Path::new("."), &[]).unwrap();
-    let err = match sluice_sim::world::World::build(&loaded) {
+    let err = match sluice_sim::scenario::build(&loaded) {
         Ok(_) => panic!("accepted"),
         Err(e) => e,
     };

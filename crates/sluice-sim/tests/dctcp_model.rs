@@ -56,7 +56,7 @@ fn dctcp_queue_oscillation_matches_the_model() {
     );
 
     // Utilization of the bottleneck over the measured interval, from bytes delivered.
-    let delivered: u64 = world.flows().iter().map(|f| f.receiver.delivered).sum();
+    let delivered: u64 = world.flows().iter().map(|f| f.bytes_delivered()).sum();
     let goodput_wire = delivered as f64 / 1448.0 * FRAME * 8.0 / world.now().secs_f64();
     let util = goodput_wire / 10e9;
     println!("utilization {util:.3}");

@@ -75,7 +75,7 @@ fn example_aimd_grows_linearly_and_cuts_by_its_decrease_factor() {
     // against the growth law itself, which holds whatever the RTT: each acked byte adds
     // increase * MSS / cwnd, so cwnd^2 grows by 2 * increase * MSS per byte acked.
     let world = run_text(SCENARIO, &["sim.duration=\"2ms\"", "classes.bulk.params.increase=4.0"]);
-    let sender = &world.flows()[0].sender;
+    let sender = world.flows()[0].sender().expect("the endless flow is still open");
     let (w0, w1) = (10.0 * MSS, sender.win.cwnd as f64);
     let increase = (w1 * w1 - w0 * w0) / (2.0 * MSS * sender.una as f64);
     println!(

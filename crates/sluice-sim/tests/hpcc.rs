@@ -255,7 +255,7 @@ impl CongestionControl for Probe {
 /// Wraps flow 0's algorithm in a [`Probe`] and returns where it records what each ACK carried.
 fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let sender = &mut world.flow_mut(0).sender;
+    let sender = &mut world.flow_mut(0).tcp_mut().expect("flow 0 is open before the run").sender;
     let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
     let ctx =
         sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1) };
@@ -267,7 +267,7 @@ fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
 fn run_probed(text: &str, overrides: &[&str]) -> (World, Vec<Seen>) {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let loaded = scenario::parse(text, "test.toml", Path::new("."), &overrides).unwrap_or_else(|e| panic!("{e}"));
-    let mut world = World::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = sluice_sim::scenario::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
     let seen = probe_flow_0(&mut world);
     world.run(&mut |_| {});
     world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
@@ -279,6 +279,9 @@ fn run_probed(text: &str, overrides: &[&str]) -> (World, Vec<Seen>) {
 /// Fabric links run at 10 Gb/s, so the first hop (sw0 -> sw2), shared with h1 -> h3, is the
 /// bottleneck; sw2 -> sw1 is fed by it at its own rate and sw1 -> h2 drains at 100 Gb/s, so
 /// neither of those ever queues a data packet.
+/// Wire bytes of a SYN: headers with timestamps, IP and Ethernet framing, no payload or records.
+const SYN_FRAME: u64 = 32 + 20 + 38;
+
 const THREE_HOPS: &str = r#"
 [sim]
 duration = "2ms"
@@ -293,6 +296,8 @@ fabric_rate = "10Gbps"
 fabric_delay = "1us"
 [switch]
 buffer = "8MB"
+[transport]
+handshake = true
 [classes.default]
 cc = "hpcc"
 [[workloads]]
@@ -311,7 +316,7 @@ ports = ["sw0->sw2"]
 #[test]
 fn a_three_hop_ack_echoes_each_switchs_queue_bytes_time_and_rate() {
     let (world, seen) = run_probed(THREE_HOPS, &[]);
-    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::Accepted && f.sender.cc_name() == "hpcc"));
+    assert!(world.flows().iter().all(|f| f.negotiation() == Negotiation::Accepted && f.cc_name() == "hpcc"));
     let stacks: Vec<(Time, u64, HopStack)> = seen.iter().filter_map(|&(t, una, h)| h.map(|h| (t, una, h))).collect();
     assert_eq!(stacks.len(), seen.len(), "every ACK echoes a stack");
     // 10 Gb/s shared by two flows for 2 ms: about 810 full frames each.
@@ -329,10 +334,10 @@ fn a_three_hop_ack_echoes_each_switchs_queue_bytes_time_and_rate() {
         assert_eq!((h[1].ts - h[0].ts, h[2].ts - h[1].ts), (hop_time, hop_time));
         assert!(*at > h[2].ts);
         assert_eq!((h[1].qlen, h[2].qlen), (0, 0));
-        // The last hop carries only this flow's frames, in order and without loss: the segment
-        // ending at `una` found (una / MSS - 1) frames sent before it.
+        // The last hop carries only this flow's SYN and frames, in order and without loss: the
+        // segment ending at `una` found the SYN and (una / MSS - 1) frames sent before it.
         assert_eq!(una % MSS, 0);
-        assert_eq!(h[2].tx_bytes, (una / MSS - 1) * FRAME, "ACK of {una} at {at}");
+        assert_eq!(h[2].tx_bytes, SYN_FRAME + (una / MSS - 1) * FRAME, "ACK of {una} at {at}");
         // The bottleneck's queue: what the 100 ns sampler saw just before the packet left, less
         // the packet itself, plus at most two frames arriving meanwhile from the 100 Gb/s hosts.
         let before = samples.iter().rev().find(|q| q.t <= h[0].ts).unwrap().bytes as i64;
@@ -375,6 +380,8 @@ fn past_five_hops_records_stop_and_the_rest_are_counted() {
 [topology]
 kind = "hpcc_file"
 file = "chain.txt"
+[transport]
+handshake = true
 [classes.default]
 cc = "hpcc"
 [[workloads]]
@@ -382,12 +389,12 @@ kind = "flows"
 flows = [{ src = 0, dst = 1, size = "2MB" }]
 "#;
     let loaded = scenario::parse(text, "chain.toml", dir.path(), &[]).unwrap();
-    let mut world = World::build(&loaded).unwrap();
+    let mut world = sluice_sim::scenario::build(&loaded).unwrap();
     let seen = probe_flow_0(&mut world);
     world.run(&mut |_| {});
     world.check_conservation().unwrap();
     let f = &world.flows()[0];
-    assert_eq!((f.negotiation, f.sender.cc_name()), (Negotiation::Accepted, "hpcc"));
+    assert_eq!((f.negotiation(), f.cc_name()), (Negotiation::Accepted, "hpcc"));
     assert!(f.finish.is_some());
     let seen = seen.lock().unwrap();
     assert!(seen.len() > 1000);
@@ -406,7 +413,7 @@ fn a_legacy_switch_on_the_path_makes_hpcc_fall_back_and_writes_no_record() {
     assert!(world
         .flows()
         .iter()
-        .all(|f| f.negotiation == Negotiation::PathHasLegacyInt && f.sender.cc_name() == "cubic"));
+        .all(|f| f.negotiation() == Negotiation::PathHasLegacyInt && f.cc_name() == "cubic"));
     assert_eq!(world.hop_slab().capacity(), 0, "fallback flows carry no records");
     // A class that falls back to hpcc anyway runs it over the partial path: the legacy spine adds
     // no record, the two INT leaves do.
@@ -414,7 +421,7 @@ fn a_legacy_switch_on_the_path_makes_hpcc_fall_back_and_writes_no_record() {
     assert!(world
         .flows()
         .iter()
-        .all(|f| f.negotiation == Negotiation::PathHasLegacyInt && f.sender.cc_name() == "hpcc"));
+        .all(|f| f.negotiation() == Negotiation::PathHasLegacyInt && f.cc_name() == "hpcc"));
     assert!(seen.len() > 700);
     for (_, _, s) in &seen {
         let h = s.unwrap();
@@ -424,7 +431,7 @@ fn a_legacy_switch_on_the_path_makes_hpcc_fall_back_and_writes_no_record() {
     // And a legacy host stack cannot answer the records.
     let world = run_text(THREE_HOPS, &["int.legacy_hosts=[2]"]);
     assert_eq!(
-        (world.flows()[0].negotiation, world.flows()[1].negotiation),
+        (world.flows()[0].negotiation(), world.flows()[1].negotiation()),
         (Negotiation::PeerLacksInt, Negotiation::Accepted)
     );
 }
@@ -484,7 +491,7 @@ fn same_seed_same_run_and_other_algorithms_never_touch_the_slab() {
     let key = |w: &World| {
         let c = w.counters();
         let flows: Vec<_> =
-            w.flows().iter().map(|f| (f.finish, f.sender.retransmits, f.sender.timeouts.len())).collect();
+            w.flows().iter().map(|f| (f.finish, f.retransmits(), f.timeouts().len())).collect();
         (c.packets_sent, c.drops_buffer, c.drops_link_loss, w.events(), flows)
     };
     assert_eq!(key(&a), key(&b));
@@ -497,7 +504,7 @@ fn bad_parameters_name_the_key() {
     let err = |params: &str| {
         let text = star("hpcc", 3, &[0, 1], &format!("[classes.default.params]\n{params}\n"));
         let loaded = scenario::parse(&text, "t.toml", Path::new("."), &[]).unwrap();
-        World::build(&loaded).err().expect("an error")
+        sluice_sim::scenario::build(&loaded).err().expect("an error")
     };
     let e = err("eta = 1.5");
     assert!(e.contains("classes.default.params.eta: expected a number in (0, 1], got 1.5"), "{e}");

@@ -36,7 +36,7 @@ fn check(p: f64) {
     let rtt = flow.base_rtt.secs_f64();
     let mss = 1448.0;
     let model = mss * 8.0 / rtt * (1.5f64).sqrt() / p.sqrt();
-    let measured = flow.receiver.delivered as f64 * 8.0 / world.now().secs_f64();
+    let measured = flow.bytes_delivered() as f64 * 8.0 / world.now().secs_f64();
     println!("p = {p}: RTT {:.1} us, measured {:.1} Mb/s, Mathis {:.1} Mb/s", rtt * 1e6, measured / 1e6, model / 1e6);
     assert!((measured - model).abs() <= 0.25 * model, "p = {p}: {measured:.0} b/s vs model {model:.0} b/s");
 }

@@ -15,6 +15,8 @@ host_delay = "1us"
 [switch.ecn]
 mode = "step"
 k = "40KB"
+[transport]
+handshake = true
 [int]
 legacy_hosts = [2]
 [classes.storage]
@@ -35,7 +37,7 @@ fn an_int_class_falls_back_when_the_receiver_lacks_tcp_int() {
     let world = run_text(SCENARIO, &[]);
     let f = world.flows();
     let outcome: Vec<(Negotiation, &str, bool)> =
-        f.iter().map(|f| (f.negotiation, f.sender.cc_name(), f.sender.int_enabled())).collect();
+        f.iter().map(|f| (f.negotiation(), f.cc_name(), f.int_enabled())).collect();
     assert_eq!(
         outcome,
         [
@@ -50,11 +52,11 @@ fn an_int_class_falls_back_when_the_receiver_lacks_tcp_int() {
 #[test]
 fn a_fabric_of_legacy_switches_is_a_path_without_int() {
     let world = run_text(SCENARIO, &["int.legacy_switches=[\"sw0\"]", "int.legacy_hosts=[]"]);
-    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::PathLacksInt && f.sender.cc_name() == "dctcp"));
+    assert!(world.flows().iter().all(|f| f.negotiation() == Negotiation::PathLacksInt && f.cc_name() == "dctcp"));
 }
 
 #[test]
 fn dctcp_without_ecn_marking_on_the_path_falls_back_to_the_default_fallback() {
     let world = run_text(SCENARIO, &["switch.ecn.mode=\"off\"", "classes.storage.cc=\"dctcp\"", "classes.storage.fallback=\"cubic\""]);
-    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::PathLacksEcn && f.sender.cc_name() == "cubic"));
+    assert!(world.flows().iter().all(|f| f.negotiation() == Negotiation::PathLacksEcn && f.cc_name() == "cubic"));
 }

@@ -38,14 +38,14 @@ fn tail_drops_are_recovered_by_rto_no_earlier_than_rto_min() {
     let mut timeouts = 0;
     for f in world.flows() {
         assert!(f.finish.is_some(), "flow {} did not finish", f.id);
-        for t in &f.sender.timeouts {
+        for t in f.timeouts() {
             timeouts += 1;
             assert!(t.fired - t.last_tx >= rto_min, "flow {}: RTO {} after the last transmission", f.id, t.fired - t.last_tx);
         }
     }
     assert!(timeouts >= 1, "whole-tail losses leave no duplicate ACKs: only the RTO can recover them");
     // Flows that timed out finish after at least rto_min.
-    for f in world.flows().iter().filter(|f| !f.sender.timeouts.is_empty()) {
+    for f in world.flows().iter().filter(|f| !f.timeouts().is_empty()) {
         assert!(f.finish.unwrap() - f.start >= rto_min);
     }
 }
@@ -56,7 +56,7 @@ fn lossless_run_has_no_timeouts_and_ideal_single_packet_fct() {
     let world = run_text(&text, &[]);
     assert_eq!(world.counters().drops(), 0);
     for f in world.flows() {
-        assert!(f.sender.timeouts.is_empty());
+        assert!(f.timeouts().is_empty());
         // One packet each into an idle fabric: the first flow's FCT equals the ideal exactly;
         // the others wait behind it at most three frames at the receiver's port.
         let fct = f.finish.unwrap() - f.start;

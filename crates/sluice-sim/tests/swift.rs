@@ -49,7 +49,7 @@ fn swift_holds_fabric_delay_near_its_target() {
     let q = world.queue_samples();
     let steady: Vec<f64> = q.iter().filter(|s| s.t >= warm).map(|s| rtt_at(s.bytes)).collect();
     let mean = steady.iter().sum::<f64>() / steady.len() as f64;
-    let delivered: u64 = world.flows().iter().map(|f| f.receiver.delivered).sum();
+    let delivered: u64 = world.flows().iter().map(|f| f.bytes_delivered()).sum();
     let util = delivered as f64 / 1448.0 * FRAME * 8.0 / world.now().secs_f64() / 10e9;
     println!(
         "base RTT {:.2} us, target {:.1} us: mean RTT {:.2} us, utilization {util:.3}, drops {}",

@@ -98,6 +98,8 @@ buffer = "8MB"
 [switch.ecn]
 mode = "step"
 k = "200KB"
+[transport]
+handshake = true
 [int]
 all_flows = true
 [classes.default]
@@ -178,7 +180,7 @@ fn ecn_int_runs_as_dctcp_when_the_bottleneck_hop_has_no_int() {
     // the far leaf still stamp, so negotiation accepts ECN+INT, but no echo can report the queue.
     let world = run_text(THREE_HOPS, &["classes.default.cc=\"ecn_int\"", "int.legacy_switches=[\"sw0\"]"]);
     use sluice_sim::cc::negotiation::Negotiation;
-    assert!(world.flows().iter().all(|f| f.negotiation == Negotiation::Accepted && f.sender.cc_name() == "ecn_int"));
+    assert!(world.flows().iter().all(|f| f.negotiation() == Negotiation::Accepted && f.cc_name() == "ecn_int"));
     let rows: Vec<_> = world.telemetry().rows().iter().filter(|r| r.t > Time::from_secs_f64(1e-3)).collect();
     assert!(rows.len() > 100, "the hosts still echo");
     use sluice_sim::cc::IntReading;

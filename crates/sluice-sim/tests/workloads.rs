@@ -28,7 +28,7 @@ fn websearch_offers_its_target_load_within_3_percent_over_10ms() {
                 &[format!("workloads.0.load={load}"), format!("sim.seed={seed}")],
             )
             .unwrap();
-            let world = World::build(&loaded).unwrap();
+            let world = sluice_sim::scenario::build(&loaded).unwrap();
             let offered = offered_load(&world, 0.010);
             assert!((offered - load).abs() / load < 0.03, "load {load} seed {seed}: offered {offered:.4}");
         }
@@ -90,7 +90,7 @@ fn request_latency_is_request_plus_response_fct_within_one_rtt_when_idle() {
         let (req, resp) = (&flows[2 * i], &flows[2 * i + 1]);
         assert_eq!((req.src, req.dst, resp.src, resp.dst), (0, 3, 3, 0));
         assert_eq!(req.start, r.start);
-        let fct = |f: &sluice_sim::world::Flow| (f.finish.unwrap() - f.start).secs_f64();
+        let fct = |f: &sluice_sim::flow::Flow| (f.finish.unwrap() - f.start).secs_f64();
         let latency = (r.end - r.start).secs_f64();
         let rtt = req.base_rtt.secs_f64();
         // The server answers once it has the whole request, and the client has the answer before
@@ -113,7 +113,7 @@ fn storage_mix_runs_both_classes_with_their_own_cc() {
     let (q, b) = (idx("query"), idx("backup"));
     assert_eq!((classes[q].cc.as_str(), classes[b].cc.as_str()), ("dctcp", "cubic"));
     assert!(world.requests().iter().filter(|r| r.class == q).count() > 100);
-    let backup_bytes: u64 = world.flows().iter().filter(|f| f.class as usize == b).map(|f| f.receiver.delivered).sum();
+    let backup_bytes: u64 = world.flows().iter().filter(|f| f.class as usize == b).map(|f| f.bytes_delivered()).sum();
     // Four bulk senders into two 10 Gb/s server links for 5 ms: well over 2 x 10 Gb/s x 5 ms x 50%.
     assert!(backup_bytes as f64 * 8.0 > 0.5 * 2.0 * 10e9 * 5e-3, "backup delivered {backup_bytes} B");
 }
@@ -134,7 +134,7 @@ fn a_bad_cdf_is_rejected_naming_its_file_and_line() {
              [[workloads]]\nkind = \"poisson\"\ncdf = \"{name}\"\nload = 0.3\nduration = \"1ms\"\n"
         );
         let loaded = scenario::parse(&sc, "s.toml", dir.path(), &[]).unwrap();
-        let err = match World::build(&loaded) {
+        let err = match sluice_sim::scenario::build(&loaded) {
             Ok(_) => panic!("{name} accepted"),
             Err(e) => loaded.error_at(e).to_string(),
         };
@@ -153,8 +153,8 @@ fn persistent_connections_carry_every_request_on_two_flows_at_one_rtt_each() {
     assert!(reqs.len() >= 5, "{} requests", reqs.len());
     let (up, down) = (&flows[0], &flows[1]);
     assert_eq!((up.src, up.dst, down.src, down.dst), (0, 3, 3, 0));
-    assert_eq!(up.receiver.delivered, reqs.len() as u64 * 20_000);
-    assert_eq!(down.receiver.delivered, reqs.len() as u64 * 200_000);
+    assert_eq!(up.bytes_delivered(), reqs.len() as u64 * 20_000);
+    assert_eq!(down.bytes_delivered(), reqs.len() as u64 * 200_000);
     // Once the window has opened, a request costs one round trip plus serializing both messages
     // at 10 Gb/s (headers included); the first ones pay slow start.
     let rtt = up.base_rtt.secs_f64();
@@ -175,7 +175,7 @@ fn persistent_connections_carry_every_request_on_two_flows_at_one_rtt_each() {
 fn an_unknown_connection_mode_is_rejected_naming_the_key() {
     let bad = RPC.replace("outstanding = 1", "outstanding = 1\nconnections = \"pooled\"");
     let loaded = scenario::parse(&bad, "s.toml", Path::new("."), &[]).unwrap();
-    let err = match World::build(&loaded) {
+    let err = match sluice_sim::scenario::build(&loaded) {
         Ok(_) => panic!("connections = \"pooled\" accepted"),
         Err(e) => loaded.error_at(e).to_string(),
     };

@@ -434,6 +434,16 @@ impl Bbr {
 }
 
 impl CongestionControl for Bbr {
+    fn state(&self) -> Vec<(&'static str, f64)> {
+        let mode = match self.mode {
+            Mode::Startup => 0.0,
+            Mode::Drain => 1.0,
+            Mode::ProbeBw => 2.0,
+            Mode::ProbeRtt => 3.0,
+        };
+        vec![("mode", mode), ("max_bw_bps", self.max_bw() * 8.0)]
+    }
+
     fn name(&self) -> &'static str {
         "bbr"
     }

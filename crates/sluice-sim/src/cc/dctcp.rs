@@ -123,6 +123,10 @@ impl Dctcp {
 }
 
 impl CongestionControl for Dctcp {
+    fn state(&self) -> Vec<(&'static str, f64)> {
+        vec![("alpha", self.alpha)]
+    }
+
     fn name(&self) -> &'static str {
         "dctcp_ref"
     }

@@ -176,6 +176,10 @@ impl Hpcc {
 }
 
 impl CongestionControl for Hpcc {
+    fn state(&self) -> Vec<(&'static str, f64)> {
+        vec![("u", self.u), ("wc_bytes", self.wc), ("inc_stage", self.inc_stage as f64)]
+    }
+
     fn name(&self) -> &'static str {
         "hpcc"
     }

@@ -169,6 +169,12 @@ pub trait CongestionControl: Send {
     fn tick_interval(&self) -> Option<Time> {
         None
     }
+    /// The algorithm's state variables by name (DCTCP's alpha, HPCC's U and W_c, BBR's mode
+    /// and bandwidth estimate...), sampled into `cwnd.csv` so a run can be checked against the
+    /// algorithm's paper.
+    fn state(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// Builds one algorithm instance per flow with parameters validated once.

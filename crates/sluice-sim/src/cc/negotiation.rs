@@ -33,6 +33,8 @@ pub struct Support {
 pub enum Negotiation {
     /// The proposed algorithm runs.
     Accepted,
+    /// No handshake, so no negotiation: the class's algorithm runs as configured.
+    NotNegotiated,
     /// Fell back: the sender's own stack lacks TCP-INT.
     LocalLacksInt,
     /// Fell back: the receiver did not answer with TCP-INT support.
@@ -47,8 +49,9 @@ pub enum Negotiation {
 
 impl Negotiation {
     /// Every outcome, in report order.
-    pub const ALL: [Negotiation; 6] = [
+    pub const ALL: [Negotiation; 7] = [
         Negotiation::Accepted,
+        Negotiation::NotNegotiated,
         Negotiation::LocalLacksInt,
         Negotiation::PeerLacksInt,
         Negotiation::PathLacksInt,
@@ -60,6 +63,7 @@ impl Negotiation {
     pub fn label(self) -> &'static str {
         match self {
             Negotiation::Accepted => "accepted",
+            Negotiation::NotNegotiated => "not_negotiated",
             Negotiation::LocalLacksInt => "fallback_local_no_int",
             Negotiation::PeerLacksInt => "fallback_peer_no_int",
             Negotiation::PathLacksInt => "fallback_path_no_int",

@@ -1,9 +1,10 @@
 //! Hosts: the NIC that carries the CC engine. Its pieces: the scheduler across flows
 //! (`scheduler`), the per-flow rate limiter (`pacer`; the CC's own pacing rate gates flows beside
 //! it), the packet-processing hook where options and ECN codepoints are added to each segment
-//! (`World::emit_segment`), and signal collection (the transport's signal block building
+//! (the transport's segment packets), and signal collection (the transport's signal block building
 //! `AckSignals`, and the telemetry log).
 
 pub mod nic;
 pub mod pacer;
 pub mod scheduler;
+pub mod telemetry;

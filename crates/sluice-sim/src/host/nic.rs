@@ -1,7 +1,11 @@
-//! A host NIC: control packets first, then data from active flows in round robin, each flow held
-//! back by its pacer. This is where the CC engine's scheduler and pacer live.
+//! A host NIC, the OpenCC congestion-control engine: a control queue served first, then the
+//! scheduler across the host's flows (strict priority, round robin within), each flow held back
+//! by its CC's pacer and the application's rate limiter, and segmentation by the flow's transport.
 
 use super::scheduler::Scheduler;
+use crate::context::{Cx, Event};
+use crate::flow::Flow;
+use crate::net::port::Port;
 use crate::packet::Packet;
 use crate::time::Time;
 use std::collections::VecDeque;
@@ -9,8 +13,8 @@ use std::collections::VecDeque;
 /// One host's NIC.
 #[derive(Debug, Default)]
 pub struct Nic {
-    /// The host's node id.
-    pub node: u32,
+    /// The host's ordinal.
+    pub host: u32,
     /// Global id of the host's single egress port.
     pub port: u32,
     /// ACKs and handshake packets, sent before any data.
@@ -22,8 +26,99 @@ pub struct Nic {
 }
 
 impl Nic {
-    /// Bytes of control packets waiting.
-    pub fn ctrl_bytes(&self) -> u64 {
-        self.ctrl.iter().map(|p| p.wire_bytes as u64).sum()
+    /// Puts `flow` on the scheduler, if it is not there already.
+    #[inline]
+    pub fn activate(&mut self, flow: &mut Flow) {
+        if !flow.in_active {
+            flow.in_active = true;
+            self.active.push(flow.prio, flow.id);
+        }
+    }
+
+    /// Puts the host's next packet on the wire if the port is free: control first, then data.
+    pub fn send(&mut self, port: &mut Port, flows: &mut [Flow], cx: &mut Cx) {
+        let now = cx.now;
+        if !port.idle(now) {
+            port.wake_when_free(self.port, cx);
+            return;
+        }
+        if port.tx_event_pending {
+            return;
+        }
+        let pkt = match self.ctrl.pop_front() {
+            Some(p) => Some(p),
+            None => self.next_data_packet(flows, cx),
+        };
+        if let Some(pkt) = pkt {
+            cx.counters.packets_sent += 1;
+            port.transmit(self.port, pkt, cx);
+            // Wake at the end of serialization only if there is more to send; otherwise the next
+            // ACK or flow start calls `send`, which schedules the wake if the port is still busy.
+            if self.has_backlog(flows) {
+                port.wake_when_free(self.port, cx);
+            }
+        }
+    }
+
+    /// Whether a control packet is queued or an active flow's window lets it send.
+    fn has_backlog(&self, flows: &[Flow]) -> bool {
+        !self.ctrl.is_empty()
+            || self.active.iter().any(|f| flows[f as usize].transport.as_ref().is_some_and(|t| t.has_sendable()))
+    }
+
+    /// The scheduler: the highest-priority band with a flow ready to send, round robin within
+    /// it, skipping flows their pacer or rate limiter holds back (and waking for the earliest).
+    fn next_data_packet(&mut self, flows: &mut [Flow], cx: &mut Cx) -> Option<Packet> {
+        let mut earliest: Option<Time> = None;
+        for band in 0..self.active.bands() {
+            if let Some(pkt) = self.next_in_band(band, flows, cx, &mut earliest) {
+                return Some(pkt);
+            }
+        }
+        if let Some(t) = earliest {
+            if self.wake_at.is_none_or(|w| w > t) {
+                self.wake_at = Some(t);
+                cx.schedule(t, Event::NicWake(self.host));
+            }
+        }
+        None
+    }
+
+    /// One round-robin pass over a priority band; notes the earliest time a held flow may send.
+    fn next_in_band(&mut self, band: usize, flows: &mut [Flow], cx: &mut Cx, earliest: &mut Option<Time>) -> Option<Packet> {
+        let now = cx.now;
+        for _ in 0..self.active.band_len(band) {
+            let f = self.active.pop(band)?;
+            let flow = &mut flows[f as usize];
+            let Some(t) = flow.transport.as_mut() else {
+                flow.in_active = false;
+                continue;
+            };
+            let ready = t.ready_at(now);
+            if ready > now {
+                if t.has_sendable() {
+                    *earliest = Some(earliest.map_or(ready, |e| e.min(ready)));
+                    self.active.push(band as u8, f);
+                } else {
+                    flow.in_active = false;
+                }
+                continue;
+            }
+            let Some(pkt) = t.next_packet(cx) else {
+                flow.in_active = false;
+                continue;
+            };
+            self.active.push(band as u8, f);
+            return Some(pkt);
+        }
+        None
+    }
+
+    /// Bytes waiting at the NIC: control packets, and data the active flows' windows let out
+    /// now (what a queue sample of the host's port reports).
+    pub fn backlog_bytes(&self, flows: &[Flow]) -> u64 {
+        let ctrl: u64 = self.ctrl.iter().map(|p| p.wire_bytes as u64).sum();
+        let data: u64 = self.active.iter().filter_map(|f| flows[f as usize].sender().map(|s| s.sendable_bytes())).sum();
+        ctrl + data
     }
 }

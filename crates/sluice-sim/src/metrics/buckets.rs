@@ -12,20 +12,7 @@ use std::io::{self, Write};
 pub const FCT_BUCKETS_HEADER: &str = "class,bucket_lo_bytes,bucket_hi_bytes,count,fct_mean_ns,fct_p50_ns,fct_p99_ns,\
 slowdown_mean,slowdown_p50,slowdown_p95,slowdown_p99,slowdown_p999";
 
-/// How flows are grouped by size.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Bucketing {
-    /// Equal-count buckets, each this percent of the flows.
-    Percent(f64),
-    /// Buckets between ascending byte edges: (0, e0], (e0, e1], ..., (e_last, inf).
-    Edges(Vec<u64>),
-}
-
-impl Default for Bucketing {
-    fn default() -> Self {
-        Bucketing::Percent(5.0)
-    }
-}
+pub use crate::world::Bucketing;
 
 /// One completed flow as bucketing sees it: size, FCT in ns, slowdown.
 type Done = (u64, f64, f64);

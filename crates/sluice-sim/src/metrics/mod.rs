@@ -2,12 +2,14 @@
 //! sampled time series.
 
 mod buckets;
+mod cc_state;
 pub mod pcap;
 mod percentiles;
 mod series;
 mod summary;
 pub mod telemetry;
 
+pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
 pub use series::{write_cwnd_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
@@ -54,16 +56,16 @@ pub fn write_flows_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
             f.src,
             f.dst,
             class.name,
-            f.sender.cc_name(),
+            f.cc_name(),
             size,
             ns(f.start),
             finish,
             fct,
             ideal,
             slowdown,
-            f.sender.retransmits,
-            f.sender.timeouts.len(),
-            f.negotiation.label()
+            f.retransmits(),
+            f.timeouts().len(),
+            f.negotiation().label()
         )?;
     }
     Ok(())
@@ -111,6 +113,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if !world.cwnd_samples().is_empty() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cwnd.csv"))?);
         write_cwnd_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if cc_state::has_cc_state(world) {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cc_state.csv"))?);
+        write_cc_state_csv(world, &mut w)?;
         w.flush()?;
     }
     Ok(summary)

@@ -53,6 +53,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
+/// TCP option kind of the negotiation bits on SYN and SYN-ACK (experimental, RFC 6994).
+pub const CAPS_OPTION_KIND: u8 = 253;
+
 /// TCP port the receiver of every flow listens on.
 pub const SERVICE_PORT: u16 = 5001;
 /// Lowest source port a flow's sender uses.
@@ -139,6 +142,8 @@ fn push_options(pkt: &Packet, syn: bool, out: &mut Vec<u8>) -> usize {
     out.extend_from_slice(&tsecr);
     if syn {
         out.extend_from_slice(&[1, 3, 3, WINDOW_SCALE]);
+        // Negotiation bits as an experimental option (RFC 6994, ExID "SL"), NOP-padded.
+        out.extend_from_slice(&[CAPS_OPTION_KIND, 5, 0x53, 0x4c, pkt.caps.0, 1, 1, 1]);
     }
     if let Some(int) = pkt.int {
         out.extend_from_slice(&int.encode());
@@ -348,7 +353,7 @@ mod tests {
             src: 7,
             dst: 3,
             ack: cum,
-            flags: flags::ACK | flags::ECE,
+            flags: flags::ACK | flags::ECE | flags::REVERSE,
             ttl: 64,
             ts: Time::from_us(1_600),
             ts_echo: Time::from_us(1_500),
@@ -494,9 +499,9 @@ mod tests {
         let t = tcp_of(&f);
         assert_eq!((be32(&t[4..]), be32(&t[8..]), t[13]), (si, 0, 0x02));
         let kinds: Vec<u8> = options(&f).iter().map(|o| o.0).collect();
-        assert_eq!(kinds, [4, 8, 3], "SACK-permitted, timestamps, window scale");
+        assert_eq!(kinds, [4, 8, 3, CAPS_OPTION_KIND], "SACK-permitted, timestamps, window scale, negotiation");
 
-        let synack = Packet { flow: 42, src: 7, dst: 3, flags: flags::SYN | flags::ACK, ..Packet::default() };
+        let synack = Packet { flow: 42, src: 7, dst: 3, flags: flags::SYN | flags::ACK | flags::REVERSE, ..Packet::default() };
         let (f, _) = frame_bytes(&synack).unwrap();
         let t = tcp_of(&f);
         assert_eq!((be32(&t[4..]), be32(&t[8..]), t[13]), (ri, si.wrapping_add(1), 0x12));

@@ -167,7 +167,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         let (mut total, mut delivered) = (0u64, 0u64);
         for f in world.flows().iter().filter(|f| pred(f.class)) {
             total += 1;
-            delivered += f.receiver.delivered;
+            delivered += f.bytes_delivered();
             if let Some(end) = f.finish {
                 let t = (end - f.start).0 as f64;
                 fct.push(t / 1e3);
@@ -200,8 +200,8 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         max: switch_utils.iter().copied().fold(0.0, f64::max),
     };
     let c = world.counters();
-    let retransmits = world.flows().iter().map(|f| f.sender.retransmits).sum();
-    let timeouts = world.flows().iter().map(|f| f.sender.timeouts.len() as u64).sum();
+    let retransmits = world.flows().iter().map(|f| f.retransmits()).sum();
+    let timeouts = world.flows().iter().map(|f| f.timeouts().len() as u64).sum();
     Summary {
         seed: world.seed(),
         sim_time_ns: world.now().0 as f64 / 1e3,
@@ -231,7 +231,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         },
         negotiation: crate::cc::negotiation::Negotiation::ALL
             .iter()
-            .map(|n| (n.label(), world.flows().iter().filter(|f| f.negotiation == *n).count() as u64))
+            .map(|n| (n.label(), world.flows().iter().filter(|f| f.negotiation() == *n).count() as u64))
             .collect(),
         pcap: world.capture().map(|c| PcapCounts { packets: c.packets.len() as u64, not_kept: c.overflow }),
     }

@@ -2,8 +2,7 @@
 //! run-wide histograms of every echo (`summary.json` `telemetry`).
 
 use super::ns;
-use crate::cc::{IntEcho, IntReading};
-use crate::time::Time;
+use crate::cc::IntReading;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -11,67 +10,12 @@ use std::io::{self, Write};
 /// The header of `telemetry.csv`.
 pub const TELEMETRY_HEADER: &str = "t_ns,flow,srtt_ns,cwnd_bytes,util,qdepth_bytes,path_latency_ns,hop_id";
 
-/// One echo as a sender saw it.
-#[derive(Clone, Copy, Debug)]
-pub struct TelemetryRow {
-    /// When the ACK arrived.
-    pub t: Time,
-    /// Flow id.
-    pub flow: u32,
-    /// Smoothed RTT then.
-    pub srtt: Time,
-    /// Congestion window after the ACK.
-    pub cwnd: u64,
-    /// The echoed INT value and path latency.
-    pub echo: IntEcho,
-}
+pub use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 
-/// Records echoes: every one into the histograms, at most one per flow per interval as a row.
-pub struct TelemetryLog {
-    interval: Time,
-    /// Flows to write rows for (`None`: all).
-    flows: Option<Vec<u32>>,
-    last_row: Vec<Option<Time>>,
-    rows: Vec<TelemetryRow>,
-    hists: [Histogram<u64>; 5],
-}
-
-/// Names of the histogrammed fields, in `hists` order.
+/// Names of the histogrammed fields, in the log's histogram order.
 const FIELDS: [&str; 5] = ["qdepth_bytes", "util_permille", "path_latency_ns", "srtt_ns", "cwnd_bytes"];
 
 impl TelemetryLog {
-    /// Rows every `interval` per flow (0: every echo) for `flows` (`None`: all flows).
-    pub fn new(interval: Time, flows: Option<Vec<u32>>) -> TelemetryLog {
-        let h = || Histogram::new(3).expect("3 significant digits is a valid precision");
-        TelemetryLog { interval, flows, last_row: Vec::new(), rows: Vec::new(), hists: [h(), h(), h(), h(), h()] }
-    }
-
-    /// Takes one echo.
-    pub fn record(&mut self, row: TelemetryRow) {
-        let (q, u) = match row.echo.reading {
-            IntReading::QueueBytes(b) => (Some(b), None),
-            IntReading::Utilization(f) => (None, Some((f * 1000.0).round() as u64)),
-        };
-        let values = [q, u, Some(row.echo.path_latency.0 / 1000), Some(row.srtt.0 / 1000), Some(row.cwnd)];
-        for (h, v) in self.hists.iter_mut().zip(values) {
-            if let Some(v) = v {
-                // The histograms resize to any value, so recording cannot fail.
-                h.record(v).expect("an auto-resizing histogram takes any value");
-            }
-        }
-        if self.flows.as_ref().is_some_and(|f| !f.contains(&row.flow)) {
-            return;
-        }
-        let f = row.flow as usize;
-        if self.last_row.len() <= f {
-            self.last_row.resize(f + 1, None);
-        }
-        if self.last_row[f].is_none_or(|t| row.t >= t + self.interval) {
-            self.last_row[f] = Some(row.t);
-            self.rows.push(row);
-        }
-    }
-
     /// The rows recorded.
     pub fn rows(&self) -> &[TelemetryRow] {
         &self.rows
@@ -153,6 +97,8 @@ impl FieldHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::IntEcho;
+    use crate::time::Time;
 
     fn row(t_us: u64, flow: u32, reading: IntReading) -> TelemetryRow {
         TelemetryRow {

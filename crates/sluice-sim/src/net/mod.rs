@@ -1,7 +1,10 @@
 //! The network: links, ports, queues, switches, topologies and routing.
 
+pub mod capture;
 pub mod link;
+pub mod naming;
 pub mod port;
+pub mod qdisc;
 pub mod queue;
 pub mod routing;
 pub mod switch;

@@ -1,8 +1,13 @@
-//! An egress port: a serializer at line rate in front of a link, with its queue and counters.
+//! An egress port: a serializer at line rate in front of a link, with its queue, its queue
+//! discipline and counters. It puts packets on its wire itself.
 
 use super::link::Link;
+use super::qdisc::Discipline;
 use super::queue::PortQueue;
+use crate::context::{Cx, DropReason, Event};
+use crate::packet::Packet;
 use crate::time::{Rate, Time};
+use rand::Rng;
 
 /// One egress port of a node, owning the outgoing direction of its link.
 #[derive(Debug)]
@@ -13,12 +18,16 @@ pub struct Port {
     pub local: u16,
     /// Node at the far end of the link.
     pub peer_node: u32,
+    /// Global id of the port at the far end facing back (the ingress port of what this sends).
+    pub peer_port: u32,
     /// Line rate.
     pub rate: Rate,
     /// The outgoing wire.
     pub link: Link,
     /// Packets waiting to be serialized.
     pub queue: PortQueue,
+    /// Admission limits and ECN marking for this port's queue.
+    pub discipline: Discipline,
     /// The serializer is busy until then.
     pub busy_until: Time,
     /// A transmit-done event is scheduled.
@@ -79,9 +88,11 @@ impl Port {
             node,
             local,
             peer_node,
+            peer_port: u32::MAX,
             rate,
             link,
             queue: PortQueue::new(bands),
+            discipline: Discipline::default(),
             busy_until: Time::ZERO,
             tx_event_pending: false,
             tx_bytes: 0,
@@ -96,11 +107,52 @@ impl Port {
         self.busy_until <= now
     }
 
-    /// Fraction of line rate used over [0, `over`]: bytes sent x 8 / (rate x time).
+    /// Starts serializing `pkt` on this port (global id `id`) now; it arrives at the far end
+    /// after serialization plus propagation, unless the link loses it.
+    #[inline]
+    pub fn transmit(&mut self, id: u32, pkt: Packet, cx: &mut Cx) {
+        let now = cx.now;
+        if let Some(cap) = cx.capture.as_deref_mut() {
+            cap.on_wire(id, &pkt, now);
+        }
+        let bytes = pkt.wire_bytes as u64;
+        let done = now + self.rate.tx_time(bytes);
+        self.busy_until = done;
+        self.tx_bytes += bytes;
+        self.tx_packets += 1;
+        if self.link.loss > 0.0 && cx.rng.loss.gen::<f64>() < self.link.loss {
+            cx.drop_packet(&pkt, DropReason::LinkLoss);
+            return;
+        }
+        let arrival = done + self.link.delay;
+        if self.link.in_flight.is_empty() {
+            cx.schedule(arrival, Event::Arrive(id));
+        }
+        self.link.in_flight.push_back((arrival, pkt));
+    }
+
+    /// Makes sure a transmit-done event will wake this port when its serializer frees up.
+    #[inline]
+    pub fn wake_when_free(&mut self, id: u32, cx: &mut Cx) {
+        if !self.tx_event_pending {
+            self.tx_event_pending = true;
+            cx.schedule(self.busy_until, Event::TxDone(id));
+        }
+    }
+
+    /// Bytes serialized onto the wire by `t`: a frame still in service at `t` counts only for
+    /// the part already sent.
+    pub fn bytes_serialized_by(&self, t: Time) -> u64 {
+        let rest = self.busy_until.saturating_sub(t).0 as u128;
+        let unsent = (self.rate.0 as u128 * rest).div_ceil(8_000_000_000_000) as u64;
+        self.tx_bytes.saturating_sub(unsent)
+    }
+
+    /// Fraction of line rate used over [0, `over`]: bytes serialized x 8 / (rate x time).
     pub fn utilization(&self, over: Time) -> f64 {
         let capacity = self.rate.0 as f64 * over.secs_f64();
         if capacity > 0.0 {
-            self.tx_bytes as f64 * 8.0 / capacity
+            self.bytes_serialized_by(over) as f64 * 8.0 / capacity
         } else {
             0.0
         }

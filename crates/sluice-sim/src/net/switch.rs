@@ -1,25 +1,129 @@
-//! An output-queued switch: shared buffer, ECN marking policy, ECMP next-hop choice, and TCP-INT
-//! stamping.
+//! An output-queued switch, as one element owning its pipeline: ingress (TTL, the ingress port
+//! known), routing (ECMP over equal-cost next hops), admission and marking by each egress port's
+//! queue discipline, egress (TCP-INT stamping and HPCC hop records on INT-capable switches), and
+//! dequeue when a port's serializer frees up. Its ports live in the world's port arena; the world
+//! hands the switch the slice that is its own.
 
-use super::queue::{EcnMarking, SharedBuffer};
+use super::port::Port;
+use super::qdisc::{Marking, SharedBuffer, Verdict};
+use super::routing::Routes;
+use crate::context::{Cx, DropReason};
+use crate::packet::hpcc_int::HopRecord;
 use crate::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt, LAT_MAX};
+use crate::packet::{Caps, Ecn, Packet};
 use crate::time::Time;
 
-/// Per-switch state; its ports live in the world's port arena.
+/// One switch; its ports are the world's ports `first_port..first_port + n`.
 #[derive(Debug)]
 pub struct Switch {
     /// The switch's node id.
     pub node: u32,
+    /// Global id of the switch's port 0.
+    pub first_port: u32,
     /// Shared packet buffer.
     pub buffer: SharedBuffer,
-    /// ECN marking at enqueue.
-    pub ecn: EcnMarking,
-    /// Drop, rather than queue, non-ECT packets where ECT ones would be marked.
-    pub drop_non_ect: bool,
     /// Per-switch salt so ECMP choices are independent across tiers (avoids polarization).
     pub salt: u32,
     /// TCP-INT stamping; `None` on legacy switches.
     pub int: Option<IntStamping>,
+}
+
+impl Switch {
+    /// Ingress: `pkt` arrives on local port `ingress`; route it and hand it to its egress port.
+    pub fn receive(&mut self, ingress: u16, mut pkt: Packet, ports: &mut [Port], routes: &Routes, cx: &mut Cx) {
+        pkt.ttl = pkt.ttl.saturating_sub(1);
+        if pkt.ttl == 0 {
+            cx.drop_packet(&pkt, DropReason::Ttl);
+            return;
+        }
+        pkt.ingress = ingress;
+        let hops = routes.next_hops(self.node as usize, pkt.dst as usize);
+        let egress = hops[ecmp_pick(pkt.hash, self.salt, hops.len())] as usize;
+        if pkt.is_syn() {
+            self.offer(&mut pkt.caps, &ports[egress]);
+        }
+        self.enqueue(egress, pkt, ports, cx);
+    }
+
+    /// In-band negotiation: a SYN collects what the switches on its path provide. Each switch
+    /// says whether it stamps INT and clears "every hop stamps INT" and "every hop marks ECN"
+    /// where it does not.
+    fn offer(&self, caps: &mut Caps, egress: &Port) {
+        if self.int.is_some() {
+            caps.set(Caps::PATH_ANY_INT);
+        } else {
+            caps.clear(Caps::PATH_ALL_INT);
+        }
+        if !egress.discipline.marking.is_on() {
+            caps.clear(Caps::PATH_ECN);
+        }
+    }
+
+    /// Admission and marking at egress port `local`, then the queue (or the wire, if idle).
+    fn enqueue(&mut self, local: usize, mut pkt: Packet, ports: &mut [Port], cx: &mut Cx) {
+        let now = cx.now;
+        let port = &mut ports[local];
+        pkt.enq_at = now;
+        let red = matches!(port.discipline.marking, Marking::Red(_));
+        if port.idle(now) && port.queue.is_empty() && !red {
+            self.egress(local, pkt, ports, cx);
+            return;
+        }
+        let band_bytes = port.queue.band_bytes(pkt.prio);
+        match port.discipline.admit(&pkt, band_bytes, port.queue.bytes(), &self.buffer, port.rate, now, &mut cx.rng.ecn) {
+            Verdict::Drop(reason) => cx.drop_packet(&pkt, reason),
+            Verdict::Queue { ce } => {
+                if ce {
+                    pkt.ecn = Ecn::Ce;
+                    cx.counters.ecn_marks += 1;
+                }
+                if port.idle(now) && port.queue.is_empty() {
+                    self.egress(local, pkt, ports, cx);
+                    return;
+                }
+                self.buffer.take(pkt.wire_bytes as u64);
+                port.queue.push(pkt);
+                port.wake_when_free(self.first_port + local as u32, cx);
+            }
+        }
+    }
+
+    /// The serializer of local port `local` is free: send its next queued packet, if any.
+    pub fn dequeue(&mut self, local: usize, ports: &mut [Port], cx: &mut Cx) {
+        let port = &mut ports[local];
+        port.tx_event_pending = false;
+        let Some(pkt) = port.queue.pop() else { return };
+        self.buffer.give_back(pkt.wire_bytes as u64);
+        if port.queue.is_empty() {
+            port.discipline.on_empty(cx.now);
+        }
+        self.egress(local, pkt, ports, cx);
+        let port = &mut ports[local];
+        if !port.queue.is_empty() {
+            port.wake_when_free(self.first_port + local as u32, cx);
+        }
+    }
+
+    /// Egress: TCP-INT stamping and HPCC hop records on capable switches, then the wire.
+    fn egress(&mut self, local: usize, mut pkt: Packet, ports: &mut [Port], cx: &mut Cx) {
+        let now = cx.now;
+        let port = &mut ports[local];
+        // Only ports of INT-capable switches have a meter.
+        if let Some(meter) = port.meter.as_mut() {
+            meter.on_tx(now, pkt.wire_bytes as u64);
+            if let (Some(st), Some(opt)) = (&self.int, pkt.int.as_mut()) {
+                let util = meter.utilization(now, port.rate);
+                st.stamp(opt, port.queue.bytes(), util, pkt.ttl, now - pkt.enq_at);
+            }
+            // Data collects records; an ACK's stack is the echo and passes untouched. As in HPCC's
+            // switch, txBytes excludes this packet and qlen is what stays queued behind it.
+            if let (Some(h), true) = (pkt.hops, pkt.payload > 0) {
+                let rec = HopRecord { qlen: port.queue.bytes(), tx_bytes: port.tx_bytes, ts: now, rate: port.rate };
+                cx.hops.push(h, rec);
+            }
+        }
+        port.transmit(self.first_port + local as u32, pkt, cx);
+    }
 }
 
 /// How an INT-capable switch stamps the TCP-INT option at egress.

@@ -34,6 +34,47 @@ pub mod flags {
     pub const ECE: u8 = 1 << 3;
     /// Congestion window reduced: the sender reacted to ECE.
     pub const CWR: u8 = 1 << 4;
+    /// Not a TCP flag: the packet travels from the flow's server back to its client.
+    pub const REVERSE: u8 = 1 << 7;
+}
+
+/// The negotiation bits a SYN and its SYN-ACK carry (the open CC draft's in-band negotiation):
+/// what the sender proposes, what the switches on the path offer, what the receiver supports. On
+/// the wire they are a TCP option (`docs/pcap.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caps(pub u8);
+
+impl Caps {
+    /// The sender's algorithm wants TCP-INT.
+    pub const WANTS_INT: u8 = 1 << 0;
+    /// The sender's algorithm wants HPCC per-hop records.
+    pub const WANTS_HOP_RECORDS: u8 = 1 << 1;
+    /// The sender's algorithm wants per-packet ECN marks.
+    pub const WANTS_ECN: u8 = 1 << 2;
+    /// At least one switch on the path stamps INT (set by such a switch).
+    pub const PATH_ANY_INT: u8 = 1 << 3;
+    /// Every switch on the path stamps INT (set by the sender, cleared by a legacy switch).
+    pub const PATH_ALL_INT: u8 = 1 << 4;
+    /// Every switch on the path marks ECN (set by the sender, cleared by a switch that does not).
+    pub const PATH_ECN: u8 = 1 << 5;
+    /// The receiver's stack supports TCP-INT (on the SYN-ACK).
+    pub const PEER_INT: u8 = 1 << 6;
+
+    /// True if `bit` is set.
+    #[inline]
+    pub fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+    /// Sets `bit`.
+    #[inline]
+    pub fn set(&mut self, bit: u8) {
+        self.0 |= bit;
+    }
+    /// Clears `bit`.
+    #[inline]
+    pub fn clear(&mut self, bit: u8) {
+        self.0 &= !bit;
+    }
 }
 
 /// The IP ECN codepoint.
@@ -93,6 +134,10 @@ pub struct Packet {
     pub prio: u8,
     /// On an ACK: the switch hops the acknowledged data crossed, echoed by the receiver.
     pub hops_echo: Option<u8>,
+    /// Negotiation bits, on SYN and SYN-ACK.
+    pub caps: Caps,
+    /// The local port the packet entered the current switch on.
+    pub ingress: u16,
     /// Number of valid entries in `sack`.
     pub sack_len: u8,
     /// SACK blocks, most recent first.
@@ -117,11 +162,16 @@ impl Packet {
         self.flags & flag != 0
     }
 
+    /// True for a SYN (not a SYN-ACK).
+    #[inline]
+    pub fn is_syn(&self) -> bool {
+        self.flags & (flags::SYN | flags::ACK) == flags::SYN
+    }
+
     /// True for packets that travel from the flow's sender to its receiver.
     #[inline]
     pub fn is_forward(&self) -> bool {
-        // Data, SYN and FIN go forward; pure ACKs and SYN-ACKs go back.
-        self.payload > 0 || (self.has(flags::SYN) && !self.has(flags::ACK)) || self.has(flags::FIN)
+        !self.has(flags::REVERSE)
     }
 
     /// The SACK blocks carried, as absolute sequence ranges.

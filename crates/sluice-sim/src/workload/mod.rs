@@ -16,6 +16,18 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
+/// `[classes.<name>.match]`: a flow matches when every rule given holds.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchRules {
+    /// Workload tags (`tag = "..."` on a workload).
+    pub tags: Option<Vec<String>>,
+    /// Destination (service) ports (`dst_port` on a workload).
+    pub dst_ports: Option<Vec<u16>>,
+    /// Hosts, either end of the flow.
+    pub hosts: Option<Vec<usize>>,
+}
+
 /// Where flow sizes come from: one fixed size or an empirical distribution.
 #[derive(Clone, Debug)]
 pub enum SizeSource {
@@ -87,7 +99,7 @@ pub struct ClassRules {
     /// Intent name ("latency_sensitive", "bulk", "target_rate", "deadline") to class index.
     pub intents: Vec<(String, usize)>,
     /// Classes with match rules, in class-name order.
-    pub rules: Vec<(usize, crate::scenario::MatchRules)>,
+    pub rules: Vec<(usize, MatchRules)>,
 }
 
 impl ClassRules {

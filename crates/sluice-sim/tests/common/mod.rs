@@ -10,7 +10,7 @@ use std::path::Path;
 pub fn run_text(text: &str, overrides: &[&str]) -> World {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let loaded = scenario::parse(text, "test.toml", Path::new("."), &overrides).unwrap_or_else(|e| panic!("{e}"));
-    let mut world = World::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = sluice_sim::scenario::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
     world.run(&mut |_| {});
     world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
     world
@@ -21,7 +21,7 @@ pub fn run_file(rel: &str, overrides: &[&str]) -> World {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let loaded = scenario::load(&path, &overrides).unwrap_or_else(|e| panic!("{e}"));
-    let mut world = World::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = sluice_sim::scenario::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
     world.run(&mut |_| {});
     world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
     world

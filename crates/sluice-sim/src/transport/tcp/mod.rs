@@ -1,12 +1,14 @@
 //! TCP: a sender with SACK loss recovery and RFC 6298 timers, a receiver with in-order
 //! reassembly, delayed ACK and ECN echo, and the configuration they share.
 
+mod connection;
 mod receiver;
 mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
 
+pub use connection::{IntStacks, Proposal, Route, State, TcpConnection};
 pub use receiver::{AckPlan, Receiver};
 pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
@@ -35,10 +37,16 @@ pub struct TcpConfig {
     pub delayed_ack: Option<Time>,
     /// With delayed ACK, acknowledge at least every this many full segments.
     pub delayed_ack_segments: u32,
-    /// Open connections with SYN / SYN-ACK and close with FIN (otherwise flows start established).
+    /// Open connections with SYN / SYN-ACK (negotiating in band) and close them with FIN in both
+    /// directions; otherwise flows start established and are not negotiated.
     pub handshake: bool,
+    /// How long the closing client waits in TIME_WAIT (RFC 9293's 2 MSL; Linux uses 60 s).
+    pub time_wait: Time,
     /// Mark data ECN-capable when the flow's algorithm uses ECN.
     pub ecn: bool,
+    /// Bytes of link framing each frame occupies on the wire beyond its IP packet (Ethernet:
+    /// header 14, FCS 4, preamble 8, inter-frame gap 12).
+    pub framing: u32,
     /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
     pub dupthresh: u32,
 }
@@ -54,7 +62,9 @@ impl Default for TcpConfig {
             delayed_ack: None,
             delayed_ack_segments: 2,
             handshake: false,
+            time_wait: Time::from_ms(60_000),
             ecn: true,
+            framing: ETHERNET_OVERHEAD,
             dupthresh: 3,
         }
     }
@@ -66,16 +76,24 @@ impl TcpConfig {
         (self.mtu - IPV4_HEADER - TCP_HEADER) as u64
     }
 
-    /// Bytes on the wire for a data segment carrying `payload` bytes.
+    /// Bytes on the wire for a data segment carrying `payload` bytes, with Ethernet framing
+    /// (what algorithms assume when they estimate wire rates).
     pub fn wire_bytes(payload: u64) -> u32 {
         payload as u32 + TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD
     }
 
-    /// Bytes on the wire to move `size` bytes of data in full segments (for ideal FCT).
-    pub fn wire_bytes_for(&self, size: u64) -> u64 {
-        let mss = self.mss();
-        let segs = size.div_ceil(mss).max(1);
-        size + segs * (TCP_HEADER + IPV4_HEADER + ETHERNET_OVERHEAD) as u64
+    /// Bytes on the wire for a segment carrying `payload` bytes, with this stack's framing.
+    pub fn frame(&self, payload: u64) -> u32 {
+        payload as u32 + TCP_HEADER + IPV4_HEADER + self.framing
+    }
+
+    /// Bytes on the wire to move `size` bytes of data in full segments of `mss` payload bytes
+    /// (for ideal FCT); options beyond the base headers come out of `mss`, so each segment's
+    /// frame is `mss` plus the base headers plus the options, i.e. the MTU's frame.
+    pub fn wire_bytes_at(&self, size: u64, mss: u64) -> u64 {
+        let segs = size.div_ceil(mss.max(1)).max(1);
+        let per_segment = (self.mss() - mss) + self.frame(0) as u64;
+        size + segs * per_segment
     }
 
     /// Checks ranges; errors name the key under `transport.`.
@@ -94,6 +112,9 @@ impl TcpConfig {
         }
         if self.delayed_ack_segments == 0 {
             return Err("transport.delayed_ack_segments: expected at least 1".into());
+        }
+        if self.framing > 1_000 {
+            return Err(format!("transport.framing: expected at most 1000 bytes of framing per frame, got {}", self.framing));
         }
         if self.dupthresh == 0 {
             return Err("transport.dupthresh: expected at least 1".into());

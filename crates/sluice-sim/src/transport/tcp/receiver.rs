@@ -8,7 +8,7 @@ use crate::event::TimerSlot;
 use crate::packet::hpcc_int::HopIdx;
 use crate::packet::tcp_int::TcpInt;
 use crate::packet::{
-    flags, sack_option_bytes, Ecn, Packet, SackBlock, ETHERNET_OVERHEAD, INITIAL_TTL, IPV4_HEADER, MAX_SACK_BLOCKS, TCP_HEADER,
+    flags, sack_option_bytes, Ecn, Packet, SackBlock, INITIAL_TTL, MAX_SACK_BLOCKS,
 };
 use crate::time::Time;
 
@@ -25,8 +25,6 @@ pub enum AckPlan {
 pub struct Receiver {
     /// Next byte expected in order.
     pub rcv_nxt: u64,
-    /// Bytes handed to the application, in order, exactly once.
-    pub delivered: u64,
     ooo: RangeSet,
     /// Most recently received out-of-order block (reported first, RFC 2018).
     recent_block: Option<(u64, u64)>,
@@ -38,13 +36,13 @@ pub struct Receiver {
     unacked_segments: u32,
     delayed_ack: Option<Time>,
     delayed_ack_segments: u32,
+    /// Wire bytes of an ACK without options.
+    bare_frame: u32,
     /// The delayed-ACK timer.
     pub delack_timer: TimerSlot,
     ts_recent: Time,
     /// Switch hops the last data segment crossed, echoed on ACKs (Swift scales its target by it).
     hops: Option<u8>,
-    /// A FIN has been received.
-    pub fin_received: bool,
     /// When TCP-INT is echoed: the option of the latest data segment, reflected on the next ACK.
     pub int_echo: Option<Option<TcpInt>>,
     /// ACKs carry HPCC's INT header (the flow's data does).
@@ -59,7 +57,6 @@ impl Receiver {
     pub fn new(cfg: &TcpConfig, ecn_mode: EcnMode) -> Receiver {
         Receiver {
             rcv_nxt: 0,
-            delivered: 0,
             ooo: RangeSet::default(),
             recent_block: None,
             ecn_mode,
@@ -68,19 +65,25 @@ impl Receiver {
             unacked_segments: 0,
             delayed_ack: cfg.delayed_ack,
             delayed_ack_segments: cfg.delayed_ack_segments,
+            bare_frame: cfg.frame(0),
             delack_timer: TimerSlot::default(),
             ts_recent: Time::ZERO,
             hops: None,
-            fin_received: false,
             int_echo: None,
             hop_records: false,
             hops_held: None,
         }
     }
 
+    /// The ECN handling the client settled on at connection setup.
+    pub fn set_ecn_mode(&mut self, mode: EcnMode) {
+        self.ecn_mode = mode;
+    }
+
     /// Takes in a data (or FIN) segment. When a per-packet-ECN receiver must first acknowledge
-    /// earlier segments under their old CE state, that ACK is returned in the first slot.
-    pub fn on_segment(&mut self, pkt: &Packet, now: Time) -> (Option<Packet>, AckPlan) {
+    /// earlier segments under their old CE state, that ACK is returned in the first slot; the
+    /// last slot is the data it hands the application in order, as (first byte, bytes).
+    pub fn on_segment(&mut self, pkt: &Packet, now: Time) -> (Option<Packet>, AckPlan, (u64, u64)) {
         let ce = pkt.ecn == Ecn::Ce;
         let mut early = None;
         if self.ecn_mode == EcnMode::PerPacket && self.unacked_segments > 0 && ce != self.pending_ce {
@@ -99,9 +102,6 @@ impl Receiver {
             EcnMode::PerPacket => self.pending_ce = ce,
             EcnMode::Off => {}
         }
-        if pkt.has(flags::FIN) {
-            self.fin_received = true;
-        }
         if let (Some(echo), Some(o)) = (self.int_echo.as_mut(), pkt.int) {
             *echo = Some(o);
         }
@@ -110,6 +110,7 @@ impl Receiver {
         let (start, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
         let in_order = start <= self.rcv_nxt && end > self.rcv_nxt;
         let mut filled_hole = false;
+        let before = self.rcv_nxt;
         if in_order {
             self.ts_recent = pkt.ts;
             self.rcv_nxt = end;
@@ -117,8 +118,6 @@ impl Receiver {
                 self.rcv_nxt = self.rcv_nxt.max(e);
                 filled_hole = true;
             }
-            let newly = self.rcv_nxt - self.delivered;
-            self.delivered += newly;
         } else if start > self.rcv_nxt {
             self.ooo.insert(start, end);
             self.recent_block = self.ooo.containing(start);
@@ -135,7 +134,7 @@ impl Receiver {
             (false, Some(d)) => AckPlan::Delay(now + d),
             _ => AckPlan::Now,
         };
-        (early, plan)
+        (early, plan, (before, self.rcv_nxt - before))
     }
 
     /// Builds the ACK for the current state in reply to `data` (the packet that triggered it).
@@ -145,7 +144,7 @@ impl Receiver {
             src: data.dst,
             dst: data.src,
             ack: self.rcv_nxt,
-            flags: flags::ACK,
+            flags: flags::ACK | flags::REVERSE,
             ttl: 64,
             prio: data.prio,
             ts_echo: self.ts_recent,
@@ -175,7 +174,7 @@ impl Receiver {
             push(b, &mut ack);
         }
         ack.sack_len = n as u8;
-        ack.wire_bytes = ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER + sack_option_bytes(n as u32);
+        ack.wire_bytes = self.bare_frame + sack_option_bytes(n as u32);
         if let Some(seen) = self.int_echo {
             let o = seen.unwrap_or_default();
             ack.int = Some(TcpInt { int_ecr: o.int_val, id_ecr: o.id, lat_ecr: o.lat, ..TcpInt::default() });
@@ -187,21 +186,6 @@ impl Receiver {
         self.unacked_segments = 0;
         self.delack_timer.cancel();
         ack
-    }
-
-    /// Builds the SYN-ACK answering a SYN.
-    pub fn build_syn_ack(&self, syn: &Packet) -> Packet {
-        Packet {
-            flow: syn.flow,
-            src: syn.dst,
-            dst: syn.src,
-            flags: flags::SYN | flags::ACK,
-            ttl: 64,
-            prio: syn.prio,
-            ts_echo: syn.ts,
-            wire_bytes: ETHERNET_OVERHEAD + IPV4_HEADER + TCP_HEADER,
-            ..Packet::default()
-        }
     }
 
     /// True when an ACK is being held back by delayed ACK.
@@ -221,29 +205,29 @@ mod tests {
     #[test]
     fn reassembles_in_order_and_reports_sack_blocks() {
         let mut r = Receiver::new(&TcpConfig::default(), EcnMode::Off);
-        r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
-        assert_eq!(r.delivered, 100);
-        let (_, plan) = r.on_segment(&data(200, 100, Ecn::NotEct), Time(2));
+        let (_, _, d) = r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
+        assert_eq!(d, (0, 100));
+        let (_, plan, _) = r.on_segment(&data(200, 100, Ecn::NotEct), Time(2));
         assert_eq!(plan, AckPlan::Now);
         r.on_segment(&data(400, 100, Ecn::NotEct), Time(3));
         let a = r.build_ack(&data(400, 100, Ecn::NotEct));
         assert_eq!(a.ack, 100);
         let blocks: Vec<_> = a.sack_ranges().collect();
         assert_eq!(blocks, vec![(400, 500), (200, 300)], "most recent block first");
-        r.on_segment(&data(100, 100, Ecn::NotEct), Time(4));
-        assert_eq!((r.rcv_nxt, r.delivered), (300, 300));
-        r.on_segment(&data(0, 100, Ecn::NotEct), Time(5));
-        assert_eq!(r.delivered, 300, "duplicates are not delivered twice");
+        let (_, _, d) = r.on_segment(&data(100, 100, Ecn::NotEct), Time(4));
+        assert_eq!((r.rcv_nxt, d), (300, (100, 200)), "the hole's fill releases the block behind it");
+        let (_, _, d) = r.on_segment(&data(0, 100, Ecn::NotEct), Time(5));
+        assert_eq!(d.1, 0, "duplicates are not delivered twice");
     }
 
     #[test]
     fn per_packet_ecn_acks_early_when_ce_changes_under_delayed_ack() {
         let cfg = TcpConfig { delayed_ack: Some(Time::from_us(10)), delayed_ack_segments: 2, ..TcpConfig::default() };
         let mut r = Receiver::new(&cfg, EcnMode::PerPacket);
-        let (early, plan) = r.on_segment(&data(0, 100, Ecn::Ect), Time(1));
+        let (early, plan, _) = r.on_segment(&data(0, 100, Ecn::Ect), Time(1));
         assert!(early.is_none());
         assert!(matches!(plan, AckPlan::Delay(_)));
-        let (early, plan) = r.on_segment(&data(100, 100, Ecn::Ce), Time(2));
+        let (early, plan, _) = r.on_segment(&data(100, 100, Ecn::Ce), Time(2));
         let early = early.expect("CE change forces an ACK of the held segment");
         assert!(!early.has(flags::ECE));
         assert_eq!(plan, AckPlan::Delay(Time(2) + Time::from_us(10)));

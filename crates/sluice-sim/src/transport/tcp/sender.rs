@@ -75,6 +75,10 @@ pub struct Sender {
     /// The flow's congestion controller.
     pub cc: Box<dyn CongestionControl>,
     ecn_mode: EcnMode,
+    /// ECN is on in this stack (`transport.ecn`): algorithms that want it get it.
+    ecn_allowed: bool,
+    /// The initial window in bytes, for an algorithm that replaces the first one.
+    init_cwnd: u64,
     use_fin: bool,
     dupthresh: u64,
     sacked: RangeSet,
@@ -160,7 +164,8 @@ impl Sender {
     pub fn new(cfg: &TcpConfig, size: Option<u64>, mut cc: Box<dyn CongestionControl>) -> Sender {
         let mss = cfg.mss();
         let ecn_mode = if cfg.ecn { cc.ecn_mode() } else { EcnMode::Off };
-        let mut win = Window { cwnd: cfg.init_cwnd as u64 * mss, ssthresh: u64::MAX, pacing_rate: None, mss };
+        let init_cwnd = cfg.init_cwnd as u64 * mss;
+        let mut win = Window { cwnd: init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss };
         cc.init(&mut win);
         Sender {
             phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
@@ -171,6 +176,8 @@ impl Sender {
             win,
             cc,
             ecn_mode,
+            ecn_allowed: cfg.ecn,
+            init_cwnd,
             use_fin: cfg.handshake,
             dupthresh: cfg.dupthresh as u64,
             sacked: RangeSet::default(),
@@ -192,6 +199,15 @@ impl Sender {
             last_echo: None,
             hop_records: false,
         }
+    }
+
+    /// Runs `cc` instead of the algorithm the flow started with (negotiation fell back), from the
+    /// initial window, before any data was sent.
+    pub fn replace_cc(&mut self, mut cc: Box<dyn CongestionControl>) {
+        self.ecn_mode = if self.ecn_allowed { cc.ecn_mode() } else { EcnMode::Off };
+        self.win = Window { cwnd: self.init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss: self.win.mss };
+        cc.init(&mut self.win);
+        self.cc = cc;
     }
 
     /// Keeps the connection open for messages the application appends with [`Sender::append`].
@@ -245,6 +261,15 @@ impl Sender {
                 above + retransmitted
             }
         }
+    }
+
+    /// New bytes the window lets out now that are not sent yet.
+    pub fn sendable_bytes(&self) -> u64 {
+        if self.phase != Phase::Established {
+            return 0;
+        }
+        let room = self.win.cwnd.saturating_sub(self.in_flight());
+        room.min(self.size.map_or(u64::MAX, |s| s.saturating_sub(self.nxt)))
     }
 
     /// True if `next_segment` could return something now, ignoring pacing.

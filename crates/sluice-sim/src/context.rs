@@ -1,0 +1,164 @@
+//! The small context elements act on the world through while they handle an event: the clock,
+//! the event list, the network-wide counters, and the slab and random streams they share. An
+//! element never reaches into another element; it schedules an event, counts a drop, or hands a
+//! packet to a port.
+
+use crate::event::EventQueue;
+use crate::net::capture::Capture;
+use crate::packet::hpcc_int::HopSlab;
+use crate::packet::Packet;
+use crate::time::Time;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Everything that happens, dispatched by the one `match` in `World::step`.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// The head packet on a port's link reaches the far end (global port id).
+    Arrive(u32),
+    /// A port's serializer finished; it may start the next packet.
+    TxDone(u32),
+    /// A flow opens.
+    FlowStart(u32),
+    /// One of a connection's timers (flow, which timer, generation).
+    Timer(u32, TimerKind, u32),
+    /// A host's pacer allows a flow to send again.
+    NicWake(u32),
+    /// Record the sampled time series.
+    Sample(SampleKind),
+    /// The scenario's end time: the run stops here.
+    End,
+    /// A closed-loop application starts.
+    AppStart(u32),
+    /// An application's timer (app, tag).
+    AppTimer(u32, u32),
+}
+
+/// The timers a connection owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// The sender's retransmission timer.
+    Rto,
+    /// The receiver's delayed-ACK timer.
+    DelayedAck,
+    /// The congestion controller's periodic tick.
+    CcTick,
+    /// The receiver's own retransmission timer, for its FIN.
+    PeerRto,
+    /// The end of TIME_WAIT.
+    TimeWait,
+}
+
+/// The time series a run samples periodically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleKind {
+    /// Queue depths of chosen ports.
+    Queues,
+    /// Windows and algorithm state of chosen flows.
+    Cwnd,
+}
+
+/// Why a packet left the network without reaching its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The shared buffer (or the port's own limit) had no room.
+    Buffer,
+    /// Random loss on a link.
+    LinkLoss,
+    /// TTL expired.
+    Ttl,
+    /// Not ECN-capable where an ECT packet would have been marked, and the port drops those.
+    EcnUnable,
+}
+
+/// Network-wide packet counters.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Packets put on a wire by a host.
+    pub packets_sent: u64,
+    /// Packets that reached their destination host.
+    pub packets_delivered: u64,
+    /// Drops at a full buffer.
+    pub drops_buffer: u64,
+    /// Drops by random link loss.
+    pub drops_link_loss: u64,
+    /// Drops by TTL expiry.
+    pub drops_ttl: u64,
+    /// Non-ECT packets dropped where an ECT packet would have been marked.
+    pub drops_ecn_unable: u64,
+    /// CE marks set by switches.
+    pub ecn_marks: u64,
+    /// Data segments sent (first transmissions and retransmissions).
+    pub data_packets: u64,
+}
+
+impl Counters {
+    /// All drops.
+    pub fn drops(&self) -> u64 {
+        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable
+    }
+}
+
+/// Independent random streams, one per purpose, so adding a use of one never shifts another.
+pub struct Streams {
+    /// Link loss draws.
+    pub loss: Xoshiro256PlusPlus,
+    /// RED marking draws.
+    pub ecn: Xoshiro256PlusPlus,
+}
+
+impl Streams {
+    /// The streams of a run with `seed`.
+    pub fn new(seed: u64) -> Streams {
+        Streams { loss: stream(seed, 1), ecn: stream(seed, 2) }
+    }
+}
+
+/// A seeded generator for one purpose, independent of the others.
+pub fn stream(seed: u64, purpose: u64) -> Xoshiro256PlusPlus {
+    use rand::SeedableRng;
+    Xoshiro256PlusPlus::seed_from_u64(seed ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// What an element may do to the world while it handles an event.
+pub struct Cx<'a> {
+    /// The current time.
+    pub now: Time,
+    /// The event list.
+    pub events: &'a mut EventQueue<Event>,
+    /// Network-wide counters.
+    pub counters: &'a mut Counters,
+    /// HPCC per-hop record stacks.
+    pub hops: &'a mut HopSlab,
+    /// Random streams.
+    pub rng: &'a mut Streams,
+    /// The packet capture, when the scenario asked for one.
+    pub capture: Option<&'a mut Capture>,
+}
+
+impl Cx<'_> {
+    /// Schedules `ev` at `at`.
+    #[inline]
+    pub fn schedule(&mut self, at: Time, ev: Event) {
+        self.events.push(at, ev);
+    }
+
+    /// Counts a packet lost for `reason` and frees what it holds.
+    pub fn drop_packet(&mut self, pkt: &Packet, reason: DropReason) {
+        let c = &mut *self.counters;
+        match reason {
+            DropReason::Buffer => c.drops_buffer += 1,
+            DropReason::LinkLoss => c.drops_link_loss += 1,
+            DropReason::Ttl => c.drops_ttl += 1,
+            DropReason::EcnUnable => c.drops_ecn_unable += 1,
+        }
+        self.release(pkt);
+    }
+
+    /// Frees the hop records a packet holds, when it is dropped or consumed.
+    #[inline]
+    pub fn release(&mut self, pkt: &Packet) {
+        if let Some(h) = pkt.hops {
+            self.hops.free(h);
+        }
+    }
+}

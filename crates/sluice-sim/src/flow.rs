@@ -1,0 +1,176 @@
+//! One flow: its identity and outcome, kept for the outputs, and its live transport, released
+//! once the connection is done so memory follows the flows in flight. The bytes its application
+//! receives are counted here, apart from the transport's own state, so the exactly-once,
+//! in-order check is independent of what it checks.
+
+use crate::cc::negotiation::Negotiation;
+use crate::time::Time;
+use crate::transport::tcp::{Sender, TcpConnection, TimeoutRecord};
+use crate::transport::Transport;
+use std::collections::VecDeque;
+
+/// One flow.
+pub struct Flow {
+    /// Flow id (index in the arena).
+    pub id: u32,
+    /// Sending host ordinal.
+    pub src: u32,
+    /// Receiving host ordinal.
+    pub dst: u32,
+    /// Class index.
+    pub class: u16,
+    /// Switch and NIC priority.
+    pub prio: u8,
+    /// Bytes to deliver (None = endless).
+    pub size: Option<u64>,
+    /// Start time.
+    pub start: Time,
+    /// When the sender had every byte acknowledged.
+    pub finish: Option<Time>,
+    /// Round trip of the flow's path with empty queues.
+    pub base_rtt: Time,
+    /// base RTT + size with headers at the sender's link rate, at the flow's own MSS.
+    pub ideal_fct: Time,
+    /// When the receiver had every byte.
+    pub rx_done: Option<Time>,
+    /// When the connection closed for good (after TIME_WAIT), if it did.
+    pub closed_at: Option<Time>,
+    /// The application's deadline for the flow, if it stated one.
+    pub deadline: Option<Time>,
+    /// The application that opened the flow and its tag, for closed-loop traffic.
+    pub app: Option<(u32, u32)>,
+    /// On a persistent connection: where each message the receiver still awaits ends, with its
+    /// application tag, in sending order.
+    pub messages: VecDeque<(u64, u32)>,
+    /// The live transport; `None` once the connection is done.
+    pub transport: Option<Transport>,
+    /// The flow sits in its NIC's scheduler.
+    pub in_active: bool,
+    app_received: u64,
+    delivery_fault: Option<String>,
+    kept: Kept,
+}
+
+/// What stays of a transport once it is released.
+#[derive(Default)]
+struct Kept {
+    negotiation: Option<Negotiation>,
+    cc_name: &'static str,
+    int_enabled: bool,
+    retransmits: u64,
+    timeouts: Vec<TimeoutRecord>,
+}
+
+impl Flow {
+    /// A flow not started yet.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(id: u32, src: u32, dst: u32, class: u16, prio: u8, size: Option<u64>, start: Time, transport: Transport) -> Flow {
+        Flow {
+            id,
+            src,
+            dst,
+            class,
+            prio,
+            size,
+            start,
+            finish: None,
+            base_rtt: Time::ZERO,
+            ideal_fct: Time::ZERO,
+            rx_done: None,
+            closed_at: None,
+            deadline: None,
+            app: None,
+            messages: VecDeque::new(),
+            transport: Some(transport),
+            in_active: false,
+            app_received: 0,
+            delivery_fault: None,
+            kept: Kept::default(),
+        }
+    }
+
+    /// The TCP connection, while it lives.
+    pub fn tcp(&self) -> Option<&TcpConnection> {
+        self.transport.as_ref().and_then(Transport::tcp)
+    }
+
+    /// The TCP connection, mutably (a probe may wrap the algorithm before the run).
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpConnection> {
+        self.transport.as_mut().and_then(Transport::tcp_mut)
+    }
+
+    /// The TCP sender, while the connection lives.
+    pub fn sender(&self) -> Option<&Sender> {
+        self.tcp().map(|c| &c.sender)
+    }
+
+    /// How connection-setup negotiation ended.
+    pub fn negotiation(&self) -> Negotiation {
+        match &self.transport {
+            Some(t) => t.negotiation(),
+            None => self.kept.negotiation.unwrap_or(Negotiation::NotNegotiated),
+        }
+    }
+
+    /// The registry name of the algorithm the flow ran.
+    pub fn cc_name(&self) -> &'static str {
+        self.sender().map_or(self.kept.cc_name, Sender::cc_name)
+    }
+
+    /// Whether the flow's segments carried the TCP-INT option.
+    pub fn int_enabled(&self) -> bool {
+        self.sender().map_or(self.kept.int_enabled, Sender::int_enabled)
+    }
+
+    /// Segments retransmitted.
+    pub fn retransmits(&self) -> u64 {
+        self.sender().map_or(self.kept.retransmits, |s| s.retransmits)
+    }
+
+    /// Retransmission timeouts, in order.
+    pub fn timeouts(&self) -> &[TimeoutRecord] {
+        match self.sender() {
+            Some(s) => &s.timeouts,
+            None => &self.kept.timeouts,
+        }
+    }
+
+    /// Bytes the receiving application got, in order and exactly once.
+    pub fn bytes_delivered(&self) -> u64 {
+        self.app_received
+    }
+
+    /// Hands the receiving application `len` bytes starting at byte `start`. Anything but the
+    /// next bytes in order is a fault the conservation check reports.
+    pub fn app_receive(&mut self, start: u64, len: u64) {
+        if start != self.app_received && self.delivery_fault.is_none() {
+            self.delivery_fault = Some(format!(
+                "flow {}: the application got bytes {start}..{} after {} bytes (a gap or a duplicate)",
+                self.id,
+                start + len,
+                self.app_received
+            ));
+        }
+        self.app_received = self.app_received.max(start + len);
+    }
+
+    /// The first delivery fault, if any.
+    pub fn delivery_fault(&self) -> Option<&str> {
+        self.delivery_fault.as_deref()
+    }
+
+    /// Drops the transport's state, keeping what the outputs report.
+    pub fn release(&mut self) {
+        if let Some(t) = self.transport.take() {
+            self.kept.negotiation = Some(t.negotiation());
+            if let Some(c) = t.tcp() {
+                self.closed_at = c.closes_at();
+                let s = &c.sender;
+                self.kept.cc_name = s.cc_name();
+                self.kept.int_enabled = s.int_enabled();
+                self.kept.retransmits = s.retransmits;
+                self.kept.timeouts = s.timeouts.clone();
+            }
+        }
+    }
+}

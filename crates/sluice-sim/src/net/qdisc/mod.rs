@@ -1,0 +1,258 @@
+//! Queue disciplines: what a switch port does with an arriving packet. Admission into the shared
+//! buffer (drop-tail with the Broadcom dynamic threshold, plus an optional per-port limit) comes
+//! first, then ECN marking (DCTCP's step or RED with ns-3's semantics). Each mechanism is a file;
+//! a port composes them in [`Discipline`], configured per port, per link rate, or switch-wide.
+
+mod dynamic_threshold;
+mod ecn_step;
+mod red;
+
+pub use dynamic_threshold::SharedBuffer;
+pub use ecn_step::EcnStep;
+pub use red::{Red, RedDecision, RedParams, Spacing};
+
+use crate::context::DropReason;
+use crate::packet::{Ecn, Packet};
+use crate::time::{Bytes, Rate, Time};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How a port marks ECN-capable packets.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Marking {
+    /// Never mark.
+    #[default]
+    Off,
+    /// DCTCP's step threshold on the instantaneous queue.
+    Step(EcnStep),
+    /// RED.
+    Red(Red),
+}
+
+impl Marking {
+    /// True when the port marks at all (what a SYN's "path can mark" bit asks).
+    pub fn is_on(&self) -> bool {
+        !matches!(self, Marking::Off)
+    }
+}
+
+/// What a port decides for an arriving packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Queue the packet, with CE set when `ce`.
+    Queue {
+        /// Set CE.
+        ce: bool,
+    },
+    /// Drop it.
+    Drop(DropReason),
+}
+
+/// One port's discipline: its admission limit and its marking.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Discipline {
+    /// A cap on the port's queue in bytes, besides the shared buffer's dynamic threshold.
+    pub limit: Option<u64>,
+    /// ECN marking.
+    pub marking: Marking,
+    /// Drop, rather than queue, non-ECT packets where an ECT packet would be marked.
+    pub drop_non_ect: bool,
+}
+
+impl Discipline {
+    /// Decides for `pkt` arriving to a port whose band holds `band_bytes` (and the whole port
+    /// `port_bytes`) at `now`; `rng` draws RED's coin.
+    #[inline]
+    pub fn admit(
+        &mut self,
+        pkt: &Packet,
+        band_bytes: u64,
+        port_bytes: u64,
+        buffer: &SharedBuffer,
+        rate: Rate,
+        now: Time,
+        rng: &mut impl Rng,
+    ) -> Verdict {
+        let len = pkt.wire_bytes as u64;
+        if self.limit.is_some_and(|l| port_bytes + len > l) || !buffer.admits(band_bytes, len) {
+            return Verdict::Drop(DropReason::Buffer);
+        }
+        let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
+        let capable = pkt.ecn == Ecn::Ect || ecn_unable;
+        let mark = match &mut self.marking {
+            Marking::Off => false,
+            Marking::Step(s) => capable && s.marks(band_bytes),
+            Marking::Red(red) => {
+                // Every arrival moves RED's average; only packets it may act on draw the coin.
+                let mark = match red.on_arrival(band_bytes, len, now, rate) {
+                    RedDecision::Pass => false,
+                    RedDecision::Forced => capable,
+                    RedDecision::Early(p) => capable && rng.gen::<f64>() < p,
+                };
+                if mark {
+                    red.on_mark();
+                }
+                mark
+            }
+        };
+        match (mark, ecn_unable) {
+            (true, true) => Verdict::Drop(DropReason::EcnUnable),
+            (ce, _) => Verdict::Queue { ce },
+        }
+    }
+
+    /// Tells the discipline the port's queue went empty at `now`.
+    #[inline]
+    pub fn on_empty(&mut self, now: Time) {
+        if let Marking::Red(red) = &mut self.marking {
+            red.on_empty(now);
+        }
+    }
+}
+
+/// The `ecn` keys: ECN marking of a port.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EcnConfig {
+    /// "off", "step" (DCTCP) or "red".
+    pub mode: String,
+    /// Step threshold.
+    pub k: Option<Bytes>,
+    /// RED lower threshold.
+    pub kmin: Option<Bytes>,
+    /// RED upper threshold.
+    pub kmax: Option<Bytes>,
+    /// RED probability at kmax.
+    pub pmax: Option<f64>,
+    /// RED: EWMA weight of the newest queue sample (default 1: the instantaneous queue).
+    pub weight: Option<f64>,
+    /// RED: the gentle region from kmax to twice kmax (default false).
+    pub gentle: Option<bool>,
+    /// RED: "none" (default: each packet independently), "uniform" or "wait" (ns-3's count-based
+    /// spacing with Wait off or on).
+    pub spacing: Option<String>,
+    /// RED: mean packet size for byte-mode counting and idle decay (default 500B, as ns-3).
+    pub mean_packet: Option<Bytes>,
+    /// What happens to a packet that is not ECN-capable where an ECT one would be marked:
+    /// "pass" (default: it is queued) or "drop" (RED's classic behaviour).
+    pub non_ect: Option<String>,
+}
+
+impl EcnConfig {
+    /// Whether non-ECT packets are dropped where ECT ones would be marked.
+    pub fn drops_non_ect(&self, prefix: &str) -> Result<bool, String> {
+        match self.non_ect.as_deref() {
+            None | Some("pass") => Ok(false),
+            Some("drop") => Ok(true),
+            Some(v) => Err(format!("{prefix}.non_ect: expected \"pass\" or \"drop\", got \"{v}\"")),
+        }
+    }
+
+    /// Validates and converts; errors name the key under `prefix`.
+    pub fn marking(&self, prefix: &str) -> Result<Marking, String> {
+        let need = |v: Option<Bytes>, key: &str| {
+            v.map(|b| b.0).ok_or_else(|| format!("{prefix}.{key}: required for mode = \"{}\"", self.mode))
+        };
+        let reject = |present: bool, key: &str| {
+            if present {
+                Err(format!("{prefix}.{key}: not used by mode = \"{}\"", self.mode))
+            } else {
+                Ok(())
+            }
+        };
+        let red_keys = self.kmin.is_some()
+            || self.kmax.is_some()
+            || self.pmax.is_some()
+            || self.weight.is_some()
+            || self.gentle.is_some()
+            || self.spacing.is_some()
+            || self.mean_packet.is_some();
+        match self.mode.as_str() {
+            // Thresholds may stay in place when marking is switched off (e.g. by --set).
+            "off" | "" => Ok(Marking::Off),
+            "step" => {
+                reject(red_keys, "kmin/kmax/pmax/weight/gentle/spacing/mean_packet")?;
+                Ok(Marking::Step(EcnStep { k: need(self.k, "k")? }))
+            }
+            "red" => {
+                reject(self.k.is_some(), "k")?;
+                let (kmin, kmax) = (need(self.kmin, "kmin")?, need(self.kmax, "kmax")?);
+                let pmax = self.pmax.ok_or_else(|| format!("{prefix}.pmax: required for mode = \"red\""))?;
+                if kmin >= kmax {
+                    return Err(format!("{prefix}.kmin: expected kmin < kmax, got {kmin} >= {kmax} bytes"));
+                }
+                if !(pmax > 0.0 && pmax <= 1.0) {
+                    return Err(format!("{prefix}.pmax: expected a probability in (0, 1], got {pmax}"));
+                }
+                let weight = self.weight.unwrap_or(1.0);
+                if !(weight > 0.0 && weight <= 1.0) {
+                    return Err(format!("{prefix}.weight: expected a number in (0, 1], got {weight}"));
+                }
+                let spacing = match self.spacing.as_deref() {
+                    None | Some("none") => Spacing::None,
+                    Some("uniform") => Spacing::Uniform,
+                    Some("wait") => Spacing::Wait,
+                    Some(v) => return Err(format!("{prefix}.spacing: expected \"none\", \"uniform\" or \"wait\", got \"{v}\"")),
+                };
+                let mean_packet = self.mean_packet.map_or(500, |b| b.0);
+                if mean_packet == 0 {
+                    return Err(format!("{prefix}.mean_packet: expected a positive size like \"500B\""));
+                }
+                let gentle = self.gentle.unwrap_or(false);
+                Ok(Marking::Red(Red::new(RedParams { kmin, kmax, pmax, weight, gentle, spacing, mean_packet })))
+            }
+            m => Err(format!("{prefix}.mode: expected \"off\", \"step\" or \"red\", got \"{m}\"")),
+        }
+    }
+
+    /// The discipline this configuration gives a port, with an optional queue limit.
+    pub fn discipline(&self, prefix: &str, limit: Option<u64>) -> Result<Discipline, String> {
+        Ok(Discipline { limit, marking: self.marking(prefix)?, drop_non_ect: self.drops_non_ect(prefix)? })
+    }
+}
+
+/// `[switch.rates."<rate>"]` and `[switch.ports."<port>"]`: ECN and a queue limit for ports of one
+/// link rate or one named port, over the switch-wide `[switch.ecn]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// ECN marking for these ports (replaces the switch-wide table as a whole).
+    pub ecn: Option<EcnConfig>,
+    /// A cap on each such port's queue, besides the shared buffer's dynamic threshold.
+    pub buffer: Option<Bytes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn ect(len: u32) -> Packet {
+        Packet { wire_bytes: len, ecn: Ecn::Ect, ..Packet::default() }
+    }
+
+    #[test]
+    fn admission_then_marking() {
+        let buffer = SharedBuffer { size: 10_000, used: 0, alpha: 1.0 };
+        let mut d = Discipline { limit: Some(3000), marking: Marking::Step(EcnStep { k: 1000 }), drop_non_ect: false };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let r = Rate::gbps(10);
+        assert_eq!(d.admit(&ect(1000), 500, 500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        assert_eq!(d.admit(&ect(1000), 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
+        assert_eq!(d.admit(&ect(1000), 2500, 2500, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "port limit");
+        let not_ect = Packet { wire_bytes: 100, ..Packet::default() };
+        assert_eq!(d.admit(&not_ect, 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        d.drop_non_ect = true;
+        assert_eq!(d.admit(&not_ect, 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let cfg = EcnConfig { mode: "red".into(), kmin: Some(Bytes(5)), kmax: Some(Bytes(5)), pmax: Some(0.1), ..EcnConfig::default() };
+        assert!(cfg.marking("switch.ecn").unwrap_err().contains("switch.ecn.kmin"));
+        let cfg = EcnConfig { spacing: Some("often".into()), kmax: Some(Bytes(9)), ..cfg };
+        assert!(cfg.marking("switch.ports.\"sw0->h1\".ecn").unwrap_err().starts_with("switch.ports.\"sw0->h1\".ecn.spacing"));
+        let step = EcnConfig { mode: "step".into(), k: Some(Bytes(1)), gentle: Some(true), ..EcnConfig::default() };
+        assert!(step.marking("switch.ecn").is_err());
+    }
+}

@@ -1,0 +1,395 @@
+//! The rebuilt engine's promises: the conservation check catches what it claims to, ports mark
+//! at their own thresholds, RED follows ns-3, connections open and close on the wire as RFC 9293
+//! says and negotiate from what the SYN and SYN-ACK carried, and algorithms' state is sampled.
+
+mod common;
+
+use common::run_text;
+use sluice_sim::cc::negotiation::Negotiation;
+use sluice_sim::metrics::pcap::{PcapSink, CAPS_OPTION_KIND};
+use sluice_sim::net::qdisc::{Red, RedDecision, RedParams, Spacing};
+use sluice_sim::packet::{flags, Caps, Packet};
+use sluice_sim::time::{Rate, Time};
+
+const INCAST: &str = r#"
+[sim]
+duration = "3ms"
+[topology]
+kind = "star"
+hosts = 4
+host_rate = "10Gbps"
+host_delay = "2us"
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "bulk"
+senders = [0, 1, 2]
+receiver = 3
+"#;
+
+#[test]
+fn conservation_catches_a_duplicated_or_skipped_byte() {
+    let mut world = run_text(INCAST, &[]);
+    assert!(world.check_conservation().is_ok());
+    // Hand flow 0's application a byte range it already has: a duplicate.
+    let got = world.flows()[0].bytes_delivered();
+    world.flow_mut(0).app_receive(got - 10, 10);
+    let err = world.check_conservation().unwrap_err();
+    assert!(err.contains("flow 0") && err.contains("duplicate"), "{err}");
+
+    let mut world = run_text(INCAST, &[]);
+    let got = world.flows()[1].bytes_delivered();
+    world.flow_mut(1).app_receive(got + 1, 10);
+    assert!(world.check_conservation().unwrap_err().contains("flow 1"), "a skipped byte is caught");
+}
+
+#[test]
+fn conservation_catches_corrupted_buffer_accounting() {
+    let mut world = run_text(INCAST, &[]);
+    assert!(world.switches()[0].buffer.used > 0, "the run ends with a standing queue");
+    world.switch_mut(0).buffer.used += 1;
+    let err = world.check_conservation().unwrap_err();
+    assert!(err.contains("buffer accounting broken at sw0"), "{err}");
+}
+
+/// Two receivers behind one switch, one on a 10 Gb/s port and one on a 25 Gb/s port, each the
+/// target of two DCTCP senders on 25 Gb/s links.
+const TWO_RATES: &str =
+    "7 1 6\n6\n0 6 25Gbps 2us 0\n1 6 25Gbps 2us 0\n2 6 10Gbps 2us 0\n3 6 25Gbps 2us 0\n4 6 25Gbps 2us 0\n5 6 25Gbps 2us 0\n";
+
+#[test]
+fn ports_of_different_rates_mark_at_their_own_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("two_rates.txt"), TWO_RATES).unwrap();
+    let text = r#"
+[sim]
+duration = "6ms"
+[topology]
+kind = "hpcc_file"
+file = "two_rates.txt"
+[switch.ecn]
+mode = "step"
+k = "200KB"
+[switch.rates."10Gbps".ecn]
+mode = "step"
+k = "30KB"
+[switch.rates."25Gbps".ecn]
+mode = "step"
+k = "90KB"
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "bulk"
+senders = [0, 1]
+receiver = 2
+[[workloads]]
+kind = "bulk"
+senders = [3, 4]
+receiver = 5
+[output.queues]
+interval = "1us"
+ports = ["sw0->h2", "sw0->h5"]
+"#;
+    let loaded = sluice_sim::scenario::parse(text, "two_rates.toml", dir.path(), &[]).unwrap();
+    let mut world = sluice_sim::scenario::build(&loaded).unwrap();
+    world.run(&mut |_| {});
+    world.check_conservation().unwrap();
+    let max_after = |port: u32| {
+        world.queue_samples().iter().filter(|s| s.port == port && s.t > Time::from_ms(2)).map(|s| s.bytes).max().unwrap()
+    };
+    let port_of = |h: u32| world.ports().iter().position(|p| p.node == 6 && p.peer_node == h).unwrap() as u32;
+    let (q10, q25) = (max_after(port_of(2)), max_after(port_of(5)));
+    eprintln!("queue maxima after 2 ms: 10 Gb/s port {q10} B (K 30 KB), 25 Gb/s port {q25} B (K 90 KB)");
+    // DCTCP holds each queue's peaks just above its K (measured: 33.8 KB and 95.4 KB): the
+    // marks that start at K slow the two senders within a round trip, so a peak overshoots K by
+    // a few frames, far less than the gap between the two thresholds.
+    assert!((30_000..30_000 + 12_000).contains(&q10), "10 Gb/s port peaks at {q10} B");
+    assert!((90_000..90_000 + 12_000).contains(&q25), "25 Gb/s port peaks at {q25} B");
+}
+
+/// The long-run fraction of packets RED marks at a fixed average queue, from ns-3's formulas:
+/// the base probability `pb`, turned per packet count `c` since the last mark into `pa(c)` by
+/// the spacing rule; the mean gap between marks is the sum over c of P(no mark before c).
+fn ns3_mark_rate(pb: f64, spacing: Spacing) -> f64 {
+    let pa = |c: f64| -> f64 {
+        match spacing {
+            Spacing::None => pb,
+            Spacing::Uniform => {
+                if c * pb < 1.0 {
+                    pb / (1.0 - c * pb)
+                } else {
+                    1.0
+                }
+            }
+            Spacing::Wait => {
+                if c * pb < 1.0 {
+                    0.0
+                } else if c * pb < 2.0 {
+                    pb / (2.0 - c * pb)
+                } else {
+                    1.0
+                }
+            }
+        }
+    };
+    // The count after a mark restarts at 0 and the next arrival counts as 1.
+    let (mut survive, mut mean_gap) = (1.0, 0.0);
+    for c in 1..1_000_000 {
+        mean_gap += survive;
+        survive *= 1.0 - pa(c as f64).min(1.0);
+        if survive < 1e-15 {
+            break;
+        }
+    }
+    1.0 / mean_gap
+}
+
+#[test]
+fn red_marks_as_ns3_red_with_gentle_mode_within_sampling_error() {
+    use rand::{Rng, SeedableRng};
+    let (kmin, kmax, pmax) = (100_000u64, 300_000u64, 0.1);
+    let rate = Rate::gbps(100);
+    for spacing in [Spacing::None, Spacing::Uniform, Spacing::Wait] {
+        // Queue lengths in the linear region and in the gentle region above kmax.
+        for q in [150_000u64, 250_000, 350_000, 500_000] {
+            let params = RedParams { kmin, kmax, pmax, weight: 1.0, gentle: true, spacing, mean_packet: 1000 };
+            let mut red = Red::new(params);
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(q ^ spacing as u64);
+            let n = 100_000;
+            let mut marks = 0u64;
+            for i in 0..n {
+                let mark = match red.on_arrival(q, 1000, Time(i), rate) {
+                    RedDecision::Pass => false,
+                    RedDecision::Forced => true,
+                    RedDecision::Early(p) => rng.gen::<f64>() < p,
+                };
+                if mark {
+                    red.on_mark();
+                    marks += 1;
+                }
+            }
+            let pb = if q < kmax {
+                pmax * (q - kmin) as f64 / (kmax - kmin) as f64
+            } else {
+                pmax + (1.0 - pmax) * (q - kmax) as f64 / kmax as f64
+            };
+            let expected = ns3_mark_rate(pb, spacing);
+            let measured = marks as f64 / n as f64;
+            // Four standard errors of a binomial proportion over 100k packets (spacing only
+            // makes the count less variable), and the first packet above kmin, which only arms
+            // the count (ns-3's m_old).
+            let tolerance = 4.0 * (expected * (1.0 - expected) / n as f64).sqrt() + 1.0 / n as f64;
+            eprintln!("{spacing:?} q={q}: pb {pb:.4}, ns-3 rate {expected:.5}, measured {measured:.5}");
+            assert!((measured - expected).abs() <= tolerance, "{spacing:?} at {q} B: {measured} vs {expected} ± {tolerance}");
+        }
+    }
+}
+
+const ONE_FLOW: &str = r#"
+[sim]
+# Run on past the last byte's acknowledgement, through the close.
+stop_when_done = false
+[topology]
+kind = "star"
+hosts = 2
+host_rate = "10Gbps"
+host_delay = "5us"
+[transport]
+handshake = true
+time_wait = "40us"
+[classes.default]
+cc = "dctcp"
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[[workloads]]
+kind = "flows"
+flows = [{ src = 0, dst = 1, size = "20KB" }]
+[output.pcap]
+flows = [0]
+"#;
+
+#[test]
+fn a_connection_opens_and_closes_on_the_wire_and_waits_out_time_wait() {
+    let world = run_text(ONE_FLOW, &[]);
+    let f = &world.flows()[0];
+    assert!(f.transport.is_none(), "a closed connection's state is released");
+    let pkts = &world.capture().unwrap().packets;
+    let fwd = |p: &Packet| p.is_forward();
+    // SYN, SYN-ACK first.
+    assert!(pkts[0].1.is_syn() && fwd(&pkts[0].1));
+    assert!(pkts[1].1.has(flags::SYN) && pkts[1].1.has(flags::ACK) && !fwd(&pkts[1].1));
+    // The last data segment carries the client's FIN; the server answers with one FIN|ACK that
+    // acknowledges it (the FIN takes a sequence number), and the client acknowledges that.
+    let size = 20_000u64;
+    let fin = pkts.iter().position(|(_, p)| fwd(p) && p.has(flags::FIN)).expect("the client's FIN");
+    assert_eq!(pkts[fin].1.seq + pkts[fin].1.payload as u64, size);
+    let (t_fin_ack, fin_ack) = pkts.iter().find(|(_, p)| !fwd(p) && p.has(flags::FIN)).expect("the server's FIN");
+    assert_eq!(fin_ack.ack, size + 1);
+    let (t_last, last) = pkts.last().unwrap();
+    assert!(fwd(last) && last.has(flags::ACK) && !last.has(flags::FIN) && last.ack == 1, "{last:?}");
+    // The server's FIN|ACK left as soon as the FIN arrived: its two serializations and 10 us of
+    // links after the FIN started, plus at most the rest of the full frame ahead of it at the
+    // switch; the client's ACK exactly one ACK frame's two serializations and 10 us after that.
+    let frame = |b: u64| Rate::gbps(10).tx_time(b);
+    let one_way = |b: u64| frame(b) + frame(b) + Time::from_us(10);
+    let earliest = pkts[fin].0 + one_way(pkts[fin].1.wire_bytes as u64);
+    assert!(*t_fin_ack >= earliest && *t_fin_ack <= earliest + frame(1538), "{t_fin_ack} vs {earliest}");
+    assert_eq!(*t_last, *t_fin_ack + one_way(fin_ack.wire_bytes as u64));
+    // TIME_WAIT: the client closes 40 us after it acknowledged the server's FIN.
+    assert_eq!(f.closed_at, Some(*t_last + Time::from_us(40)));
+    assert_eq!(f.bytes_delivered(), size);
+}
+
+/// The negotiation bits of a SYN or SYN-ACK as a pcap reader sees them: the TCP option of kind
+/// 253 with sluice's experiment id, parsed from the frame bytes written to `trace.pcap`.
+fn caps_on_the_wire(pkts: &[(Time, Packet)], synack: bool) -> Vec<u8> {
+    let mut buf = Vec::new();
+    {
+        let mut sink = PcapSink::new(&mut buf, sluice_sim::metrics::pcap::Snap::Headers).unwrap();
+        for (t, p) in pkts {
+            sink.record(*t, p).unwrap();
+        }
+        sink.finish().unwrap();
+    }
+    let mut reader = pcap_file::pcap::PcapReader::new(&buf[..]).unwrap();
+    let mut out = Vec::new();
+    while let Some(pkt) = reader.next_packet() {
+        let frame = pkt.unwrap().data.into_owned();
+        let tcp = &frame[14 + 20..];
+        let flags = tcp[13];
+        if flags & 0x02 == 0 || (flags & 0x10 != 0) != synack {
+            continue;
+        }
+        let (mut i, end) = (20, ((tcp[12] >> 4) as usize) * 4);
+        while i < end {
+            match tcp[i] {
+                0 => break,
+                1 => i += 1,
+                kind => {
+                    let len = tcp[i + 1] as usize;
+                    if kind == CAPS_OPTION_KIND && tcp[i + 2..i + 4] == [0x53, 0x4c] {
+                        out.push(tcp[i + 4]);
+                    }
+                    i += len;
+                }
+            }
+        }
+    }
+    out
+}
+
+const NEGOTIATE: &str = r#"
+[topology]
+kind = "leaf_spine"
+hosts_per_leaf = 2
+leaves = 2
+spines = 1
+host_rate = "10Gbps"
+host_delay = "1us"
+fabric_rate = "10Gbps"
+fabric_delay = "1us"
+[transport]
+handshake = true
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[classes.default]
+cc = "ecn_int"
+fallback = "cubic"
+[[workloads]]
+kind = "flows"
+flows = [{ src = 0, dst = 2, size = "50KB" }]
+[output.pcap]
+flows = [0]
+"#;
+
+#[test]
+fn negotiation_decides_from_what_the_syn_and_syn_ack_carried() {
+    let all = Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PATH_ECN;
+    let cases: [(&[&str], Negotiation, u8); 4] = [
+        (&[], Negotiation::Accepted, all | Caps::PEER_INT),
+        // The spine (sw2) is legacy: it clears "every hop stamps INT"; the leaves still stamp.
+        (&["int.legacy_switches=[\"sw2\"]"], Negotiation::Accepted, Caps::PATH_ANY_INT | Caps::PATH_ECN | Caps::PEER_INT),
+        // A legacy receiver stack: the SYN-ACK says nothing of INT.
+        (&["int.legacy_hosts=[2]"], Negotiation::PeerLacksInt, all),
+        // No ECN on the path: every switch clears the bit.
+        (&["switch.ecn.mode=\"off\""], Negotiation::PathLacksEcn, Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PEER_INT),
+    ];
+    for (overrides, outcome, synack_bits) in cases {
+        let world = run_text(NEGOTIATE, overrides);
+        let f = &world.flows()[0];
+        assert_eq!(f.negotiation(), outcome, "{overrides:?}");
+        let expected_cc = if outcome == Negotiation::Accepted { "ecn_int" } else { "cubic" };
+        assert_eq!(f.cc_name(), expected_cc, "{overrides:?}");
+        let pkts = &world.capture().unwrap().packets;
+        let syn = caps_on_the_wire(pkts, false);
+        assert_eq!(syn, [Caps::WANTS_INT | Caps::WANTS_ECN | Caps::PATH_ALL_INT | Caps::PATH_ECN], "the SYN as sent");
+        assert_eq!(caps_on_the_wire(pkts, true), [synack_bits], "the SYN-ACK, {overrides:?}");
+    }
+    // The same path without a handshake negotiates nothing and says so.
+    let world = run_text(NEGOTIATE, &["transport.handshake=false", "int.legacy_hosts=[2]"]);
+    assert_eq!(world.flows()[0].negotiation(), Negotiation::NotNegotiated);
+    assert_eq!(world.flows()[0].cc_name(), "ecn_int");
+}
+
+#[test]
+fn dctcp_alpha_settles_at_the_marked_fraction() {
+    let world = run_text(
+        INCAST,
+        &["sim.duration=\"20ms\"", "workloads.0.senders=[0, 1]", "output.cwnd.interval=\"10us\"", "output.cwnd.flows=[]"],
+    );
+    // RFC 8257: alpha is a moving average of the fraction of bytes marked per window. In steady
+    // state it settles at the marked fraction of the flow's packets.
+    let marked = world.counters().ecn_marks as f64 / world.counters().data_packets as f64;
+    let alphas: Vec<f64> = world
+        .cwnd_samples()
+        .iter()
+        .filter(|s| s.t > Time::from_ms(10))
+        .map(|s| s.state.iter().find(|(n, _)| *n == "alpha").expect("DCTCP names alpha").1)
+        .collect();
+    let mean = alphas.iter().sum::<f64>() / alphas.len() as f64;
+    eprintln!("marked fraction {marked:.4}, mean alpha over the last 10 ms {mean:.4} ({} samples)", alphas.len());
+    assert!(alphas.len() > 1000);
+    assert!((mean / marked - 1.0).abs() < 0.2, "alpha {mean} vs marked fraction {marked}");
+}
+
+/// The non-test part of a source file under `src/`.
+fn source(rel: &str) -> String {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(rel)).unwrap();
+    text.split("#[cfg(test)]").next().unwrap().to_string()
+}
+
+#[test]
+fn configuration_builds_the_world_and_metrics_read_it_without_a_cycle() {
+    // scenario -> world -> (elements); metrics -> world; workload depends on none of them.
+    let world = source("world.rs");
+    assert!(!world.contains("crate::scenario") && !world.contains("crate::metrics"));
+    let scenario = source("scenario.rs");
+    assert!(!scenario.contains("crate::metrics"));
+    for entry in std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/workload")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let text = source(&format!("workload/{name}"));
+        for other in ["crate::scenario", "crate::world", "crate::metrics"] {
+            assert!(!text.contains(other), "workload/{name} uses {other}");
+        }
+    }
+}
+
+#[test]
+fn the_framing_per_frame_is_a_parameter() {
+    let ethernet = run_text(ONE_FLOW, &[]);
+    let bare = run_text(ONE_FLOW, &["transport.framing=0"]);
+    for (world, framing) in [(&ethernet, 38), (&bare, 0)] {
+        // No options on a DCTCP flow without INT, and no SACK blocks on a lossless path.
+        let pkts = &world.capture().unwrap().packets;
+        assert!(pkts.iter().all(|(_, p)| p.wire_bytes == p.payload + 32 + 20 + framing), "framing {framing}");
+    }
+    // 14 full frames and the SYN's and ACKs' framing fewer on the wire: a shorter ideal FCT.
+    let (a, b) = (ethernet.flows()[0].ideal_fct, bare.flows()[0].ideal_fct);
+    let per_frame = Rate::gbps(10).tx_time(38);
+    assert!(a > b && a - b >= Time(per_frame.0 * 14), "{a} vs {b}");
+}
