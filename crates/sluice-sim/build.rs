@@ -6,7 +6,7 @@ const DIR: &str = "src/cc/portable";
 /// The portable algorithms, one C file each.
 const ALGORITHMS: &[&str] = &["newreno", "dctcp", "ecn_int", "retcp"];
 /// Each algorithm's exported symbols, `<name>_<suffix>`.
-const SYMBOLS: &[&str] = &["init", "on_ack", "on_event", "defaults", "flags", "state_size"];
+const SYMBOLS: &[&str] = &["init", "on_ack", "on_event", "vars", "defaults", "flags", "state_size"];
 
 fn build() -> cc::Build {
     let mut b = cc::Build::new();

@@ -1096,7 +1096,7 @@ fn the_guides_worked_example_builds_for_both_targets() {
     // The simulator's target: what build.rs does with the cc crate.
     compile("cc", &["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", "-O2", "-I", portable, "-c", "aimd.c", "-o", "aimd.o"]);
     let nm = sys::run("nm", &[dir.join("aimd.o").to_str().unwrap()]).unwrap();
-    for sym in ["aimd_init", "aimd_on_ack", "aimd_on_event", "aimd_defaults", "aimd_flags", "aimd_state_size"] {
+    for sym in ["aimd_init", "aimd_on_ack", "aimd_on_event", "aimd_vars", "aimd_defaults", "aimd_flags", "aimd_state_size"] {
         assert!(nm.lines().any(|l| l.ends_with(&format!(" {sym}")) && !l.contains(" U ")), "{sym} not defined natively:\n{nm}");
     }
 

@@ -18,4 +18,9 @@ SCC_FN void dctcp_on_event(struct dctcp_state *s, const struct dctcp_params *p, 
 	dctcp_core_on_event(s, ev, w);
 }
 
+SCC_FN scc_u32 dctcp_vars(const struct dctcp_state *s, struct scc_var *v)
+{
+	return dctcp_core_vars(s, v);
+}
+
 SCC_ALGORITHM(dctcp, DCTCP_DEFAULTS, SCC_ECN_PER_PACKET)

@@ -85,6 +85,15 @@ SCC_INLINE void dctcp_core_on_ack(struct dctcp_state *s, const struct dctcp_para
 	scc_reno_grow(&s->bytes_acked, sig, w);
 }
 
+/* Names alpha for cwnd.csv; returns how many variables it wrote. */
+SCC_INLINE scc_u32 dctcp_core_vars(const struct dctcp_state *s, struct scc_var *v)
+{
+	v[0].name = "alpha";
+	v[0].value = s->alpha;
+	v[0].one = SCC_ONE;
+	return 1;
+}
+
 /* Loss and timeout as Reno (RFC 8257 section 3.5); a classic ECN echo cuts by alpha. */
 SCC_INLINE void dctcp_core_on_event(struct dctcp_state *s, enum scc_event ev, struct scc_window *w)
 {

@@ -55,4 +55,14 @@ SCC_FN void ecn_int_on_event(struct ecn_int_state *s, const struct ecn_int_param
 	dctcp_core_on_event(&s->dctcp, ev, w);
 }
 
+SCC_FN scc_u32 ecn_int_vars(const struct ecn_int_state *s, struct scc_var *v)
+{
+	scc_u32 n = dctcp_core_vars(&s->dctcp, v);
+
+	v[n].name = "qdepth";
+	v[n].value = s->qdepth_s;
+	v[n].one = SCC_ONE;
+	return n + 1;
+}
+
 SCC_ALGORITHM(ecn_int, ECN_INT_DEFAULTS, SCC_ECN_PER_PACKET | SCC_NEEDS_INT)

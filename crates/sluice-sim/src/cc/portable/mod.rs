@@ -94,6 +94,7 @@ struct Entry<P: 'static> {
     init: unsafe extern "C" fn(*mut State, *const P),
     on_ack: unsafe extern "C" fn(*mut State, *const P, *const Signals, *mut CWindow),
     on_event: unsafe extern "C" fn(*mut State, *const P, u32, *mut CWindow),
+    vars: unsafe extern "C" fn(*const State, *mut CVar) -> u32,
     defaults: &'static P,
     flags: &'static u32,
     state_size: &'static u32,
@@ -136,24 +137,28 @@ extern "C" {
     fn newreno_init(s: *mut State, p: *const NewrenoParams);
     fn newreno_on_ack(s: *mut State, p: *const NewrenoParams, sig: *const Signals, w: *mut CWindow);
     fn newreno_on_event(s: *mut State, p: *const NewrenoParams, ev: u32, w: *mut CWindow);
+    fn newreno_vars(s: *const State, v: *mut CVar) -> u32;
     static newreno_defaults: NewrenoParams;
     static newreno_flags: u32;
     static newreno_state_size: u32;
     fn dctcp_init(s: *mut State, p: *const DctcpParams);
     fn dctcp_on_ack(s: *mut State, p: *const DctcpParams, sig: *const Signals, w: *mut CWindow);
     fn dctcp_on_event(s: *mut State, p: *const DctcpParams, ev: u32, w: *mut CWindow);
+    fn dctcp_vars(s: *const State, v: *mut CVar) -> u32;
     static dctcp_defaults: DctcpParams;
     static dctcp_flags: u32;
     static dctcp_state_size: u32;
     fn ecn_int_init(s: *mut State, p: *const EcnIntParams);
     fn ecn_int_on_ack(s: *mut State, p: *const EcnIntParams, sig: *const Signals, w: *mut CWindow);
     fn ecn_int_on_event(s: *mut State, p: *const EcnIntParams, ev: u32, w: *mut CWindow);
+    fn ecn_int_vars(s: *const State, v: *mut CVar) -> u32;
     static ecn_int_defaults: EcnIntParams;
     static ecn_int_flags: u32;
     static ecn_int_state_size: u32;
     fn retcp_init(s: *mut State, p: *const RetcpParams);
     fn retcp_on_ack(s: *mut State, p: *const RetcpParams, sig: *const Signals, w: *mut CWindow);
     fn retcp_on_event(s: *mut State, p: *const RetcpParams, ev: u32, w: *mut CWindow);
+    fn retcp_vars(s: *const State, v: *mut CVar) -> u32;
     static retcp_defaults: RetcpParams;
     static retcp_flags: u32;
     static retcp_state_size: u32;
@@ -175,6 +180,18 @@ extern "C" {
     fn mutant_retcp_on_event(s: *mut State, p: *const RetcpParams, ev: u32, w: *mut CWindow);
 }
 
+/// `struct scc_var`: a named state variable, `value / one`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CVar {
+    name: *const std::ffi::c_char,
+    value: u64,
+    one: u64,
+}
+
+/// `SCC_VARS_MAX`.
+const VARS_MAX: usize = 4;
+
 /// Which compilation of the sources to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Build {
@@ -186,14 +203,14 @@ pub enum Build {
 }
 
 macro_rules! entry {
-    ($name:literal, $init:ident, $ack:ident, $ev:ident, $def:ident, $flags:ident, $size:ident) => {
+    ($name:literal, $init:ident, $ack:ident, $ev:ident, $vars:ident, $def:ident, $flags:ident, $size:ident) => {
         // SAFETY: the statics are immutable C constants defined by build.rs's objects.
-        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, defaults: unsafe { &$def }, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
+        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, vars: $vars, defaults: unsafe { &$def }, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
     };
 }
 
 fn newreno(b: Build) -> Entry<NewrenoParams> {
-    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_defaults, newreno_flags, newreno_state_size);
+    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_vars, newreno_defaults, newreno_flags, newreno_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_newreno_init, on_ack: mutant_newreno_on_ack, on_event: mutant_newreno_on_event, ..e },
@@ -201,7 +218,7 @@ fn newreno(b: Build) -> Entry<NewrenoParams> {
 }
 
 fn dctcp(b: Build) -> Entry<DctcpParams> {
-    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_defaults, dctcp_flags, dctcp_state_size);
+    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_vars, dctcp_defaults, dctcp_flags, dctcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_dctcp_init, on_ack: mutant_dctcp_on_ack, on_event: mutant_dctcp_on_event, ..e },
@@ -209,7 +226,7 @@ fn dctcp(b: Build) -> Entry<DctcpParams> {
 }
 
 fn ecn_int(b: Build) -> Entry<EcnIntParams> {
-    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_defaults, ecn_int_flags, ecn_int_state_size);
+    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_vars, ecn_int_defaults, ecn_int_flags, ecn_int_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_ecn_int_init, on_ack: mutant_ecn_int_on_ack, on_event: mutant_ecn_int_on_event, ..e },
@@ -217,7 +234,7 @@ fn ecn_int(b: Build) -> Entry<EcnIntParams> {
 }
 
 fn retcp(b: Build) -> Entry<RetcpParams> {
-    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_defaults, retcp_flags, retcp_state_size);
+    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_vars, retcp_defaults, retcp_flags, retcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_retcp_init, on_ack: mutant_retcp_on_ack, on_event: mutant_retcp_on_event, ..e },
@@ -299,6 +316,20 @@ impl<P: Copy + Send + Sync + 'static> CongestionControl for Portable<P> {
         let mut w = cwindow(win);
         self.step_ack(&signals(ack), &mut w);
         (win.cwnd, win.ssthresh) = (w.cwnd, w.ssthresh);
+    }
+
+    fn state(&self) -> Vec<(&'static str, f64)> {
+        let mut v = [CVar { name: std::ptr::null(), value: 0, one: 1 }; VARS_MAX];
+        // SAFETY: as in `new`; `v` has room for SCC_VARS_MAX variables.
+        let n = unsafe { (self.entry.vars)(&*self.state, v.as_mut_ptr()) } as usize;
+        v[..n.min(VARS_MAX)]
+            .iter()
+            .map(|x| {
+                // SAFETY: the names are string literals in the C objects, alive for the program's life.
+                let name = unsafe { std::ffi::CStr::from_ptr(x.name) }.to_str().unwrap_or("?");
+                (name, x.value as f64 / x.one.max(1) as f64)
+            })
+            .collect()
     }
 
     fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {

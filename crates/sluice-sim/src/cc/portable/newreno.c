@@ -33,4 +33,9 @@ SCC_FN void newreno_on_event(struct newreno_state *s, const struct newreno_param
 	scc_reno_cut(&s->bytes_acked, ev == SCC_TIMEOUT ? SCC_TIMEOUT : SCC_LOSS, w);
 }
 
+SCC_FN scc_u32 newreno_vars(const struct newreno_state *s, struct scc_var *v)
+{
+	return 0;
+}
+
 SCC_ALGORITHM(newreno, NEWRENO_DEFAULTS, SCC_ECN_CLASSIC)

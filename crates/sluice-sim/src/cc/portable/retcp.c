@@ -49,4 +49,12 @@ SCC_FN void retcp_on_event(struct retcp_state *s, const struct retcp_params *p, 
 		scc_reno_cut(&s->bytes_acked, ev, w);
 }
 
+SCC_FN scc_u32 retcp_vars(const struct retcp_state *s, struct scc_var *v)
+{
+	v[0].name = "circuit";
+	v[0].value = s->circuit;
+	v[0].one = 1;
+	return 1;
+}
+
 SCC_ALGORITHM(retcp, RETCP_DEFAULTS, SCC_ECN_PER_PACKET)

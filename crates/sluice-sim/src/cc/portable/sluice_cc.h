@@ -80,6 +80,15 @@ enum scc_event {
 	SCC_ECN = 3,     /* a classic ECN echo (SCC_ECN_CLASSIC only) */
 };
 
+/* A state variable an algorithm names for the simulator's cwnd.csv: value / one. */
+struct scc_var {
+	const char *name;
+	scc_u64 value;
+	scc_u64 one;
+};
+/* The most variables an algorithm names. */
+#define SCC_VARS_MAX 4
+
 /* One step an algorithm took, as the kernel records it for the differential test. */
 struct scc_record {
 	scc_u64 flow;      /* which connection, numbered as they start */
