@@ -1,5 +1,7 @@
-//! Builds the BPF programs in `bpf/` into libbpf-rs skeletons, against a `vmlinux.h` generated
-//! from the running kernel's BTF, and compiles the option codec for userspace tests.
+//! Builds the BPF programs in `bpf/` and the portable congestion-control algorithms (the C sources
+//! the simulator also compiles, wrapped in `bpf/scc_kernel.h`) into libbpf-rs skeletons, against a
+//! `vmlinux.h` generated from the running kernel's BTF, and compiles the option codec for
+//! userspace tests.
 
 use libbpf_cargo::SkeletonBuilder;
 use std::env;
@@ -8,7 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The programs, one per mechanism; each becomes `$OUT_DIR/<name>.skel.rs`.
-const PROGRAMS: &[&str] = &["agent", "cc_select", "int_switch", "dctcp", "ecn_int", "retcp"];
+const PROGRAMS: &[&str] = &["agent", "cc_select", "int_switch"];
+
+/// The portable algorithms, `<name>.c` in `PORTABLE`; each becomes a struct_ops of that name.
+const ALGORITHMS: &[&str] = &["newreno", "dctcp", "ecn_int", "retcp"];
+const PORTABLE: &str = "../sluice-sim/src/cc/portable";
 
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -16,17 +22,25 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
     let bpf = Path::new("bpf");
     println!("cargo:rerun-if-changed=bpf");
+    println!("cargo:rerun-if-changed={PORTABLE}");
     println!("cargo:rerun-if-changed={BTF}");
 
     vmlinux_h(&out);
     let inc = out.to_str().expect("OUT_DIR is UTF-8").to_string();
-    for name in PROGRAMS {
-        let src = bpf.join(format!("{name}.bpf.c"));
+    let mut sources: Vec<(String, PathBuf)> = PROGRAMS.iter().map(|n| (n.to_string(), bpf.join(format!("{n}.bpf.c")))).collect();
+    for name in ALGORITHMS {
+        // The algorithm's own file after the kernel glue, which turns SCC_ALGORITHM into struct_ops.
+        let src = out.join(format!("{name}.bpf.c"));
+        let text = format!("#include \"vmlinux.h\"\n#include \"scc_kernel.h\"\n#include \"{name}.c\"\n");
+        fs::write(&src, text).unwrap_or_else(|e| fail(&format!("writing {}: {e}", src.display())));
+        sources.push((name.to_string(), src));
+    }
+    for (name, src) in &sources {
         let skel = out.join(format!("{name}.skel.rs"));
         SkeletonBuilder::new()
             .source(&src)
             .obj(out.join(format!("{name}.bpf.o")))
-            .clang_args(["-I", &inc, "-I", "bpf", "-Wall", "-Wno-unused-function", "-Wno-compare-distinct-pointer-types"])
+            .clang_args(["-I", &inc, "-I", "bpf", "-I", PORTABLE, "-Wall", "-Wno-unused-parameter", "-Wno-unused-function", "-Wno-compare-distinct-pointer-types"])
             .build_and_generate(&skel)
             .unwrap_or_else(|e| fail(&format!("compiling {} with clang: {e:#}", src.display())));
     }

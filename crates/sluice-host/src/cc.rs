@@ -1,13 +1,17 @@
-//! BPF congestion control: DCTCP, ECN+INT and reTCP as `struct_ops`, registered in the kernel
-//! under the names the simulator's registry uses, so `tcp_congestion_control` and the CC policy
-//! select them like built-in algorithms.
+//! BPF congestion control: the portable algorithms (NewReno, DCTCP, ECN+INT, reTCP; one C source
+//! each, shared with the simulator) as `struct_ops`, registered in the kernel under the names the
+//! simulator's registry uses, so `tcp_congestion_control` and the CC policy select them like
+//! built-in algorithms. A recording registration also writes every step each one takes to a ring
+//! buffer, for the differential test against the simulator build.
 
-use crate::skel::{dctcp::DctcpSkelBuilder, ecn_int::EcnIntSkelBuilder, retcp::RetcpSkelBuilder};
+use crate::skel::{dctcp::DctcpSkelBuilder, ecn_int::EcnIntSkelBuilder, newreno::NewrenoSkelBuilder, retcp::RetcpSkelBuilder};
 use crate::sys::pin_root;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::query::MapInfoIter;
-use libbpf_rs::{Link, MapCore, MapType};
+use libbpf_rs::{Link, MapCore, MapHandle, MapType, RingBufferBuilder};
+use sluice_sim::cc::portable::Record;
+use std::cell::RefCell;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
@@ -15,7 +19,7 @@ use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
 /// The algorithms, by kernel name.
-pub const ALGORITHMS: &[&str] = &["dctcp", "ecn_int", "retcp"];
+pub const ALGORITHMS: &[&str] = &["newreno", "dctcp", "ecn_int", "retcp"];
 
 fn pin(name: &str) -> PathBuf {
     pin_root().join("cc").join(name)
@@ -28,33 +32,68 @@ pub fn available() -> Result<Vec<String>> {
     Ok(s.split_whitespace().map(String::from).collect())
 }
 
+/// Loads one algorithm (recording its steps when `record`), shares the agent's TCP-INT socket
+/// storage with it, and registers it; returns the registration and, when recording, its ring buffer.
+fn attach(name: &str, int_sk_store: &dyn MapCore, record: bool) -> Result<(Link, Option<MapHandle>)> {
+    macro_rules! load {
+        ($builder:ident, $map:ident) => {{
+            let mut obj = MaybeUninit::uninit();
+            let mut open = $builder::default().open(&mut obj)?;
+            open.maps.rodata_data.as_deref_mut().context("the program's read-only data")?.scc_record = record as u32;
+            open.maps.int_sk_store.reuse_fd(int_sk_store.as_fd()).context("sharing the agent's socket storage")?;
+            let mut skel = open.load().with_context(|| format!("loading {name} (verifier)"))?;
+            let trace = if record { Some(MapHandle::try_from(&skel.maps.scc_trace)?) } else { None };
+            (skel.maps.$map.attach_struct_ops().with_context(|| format!("registering {name}"))?, trace)
+        }};
+    }
+    Ok(match name {
+        "newreno" => load!(NewrenoSkelBuilder, newreno),
+        "dctcp" => load!(DctcpSkelBuilder, dctcp),
+        "ecn_int" => load!(EcnIntSkelBuilder, ecn_int),
+        "retcp" => load!(RetcpSkelBuilder, retcp),
+        other => bail!("unknown BPF congestion control {other:?} (expected one of {})", ALGORITHMS.join(", ")),
+    })
+}
+
 /// Registers one algorithm and pins its link so it stays registered; `int_sk_store` is the
 /// agent's per-socket TCP-INT state, which ECN+INT reads.
 pub fn register(name: &str, int_sk_store: &dyn MapCore) -> Result<()> {
     wait_for_name(name)?;
     fs::create_dir_all(pin_root().join("cc"))?;
-    let mut link: Link = match name {
-        "dctcp" => {
-            let mut obj = MaybeUninit::uninit();
-            let mut skel = DctcpSkelBuilder::default().open(&mut obj)?.load().context("loading dctcp (verifier)")?;
-            skel.maps.dctcp.attach_struct_ops().context("registering dctcp")?
-        }
-        "ecn_int" => {
-            let mut obj = MaybeUninit::uninit();
-            let mut open = EcnIntSkelBuilder::default().open(&mut obj)?;
-            open.maps.int_sk_store.reuse_fd(int_sk_store.as_fd()).context("sharing the agent's socket storage")?;
-            let mut skel = open.load().context("loading ecn_int (verifier)")?;
-            skel.maps.ecn_int.attach_struct_ops().context("registering ecn_int")?
-        }
-        "retcp" => {
-            let mut obj = MaybeUninit::uninit();
-            let mut skel = RetcpSkelBuilder::default().open(&mut obj)?.load().context("loading retcp (verifier)")?;
-            skel.maps.retcp.attach_struct_ops().context("registering retcp")?
-        }
-        other => bail!("unknown BPF congestion control {other:?} (expected one of {})", ALGORITHMS.join(", ")),
-    };
+    let (mut link, _) = attach(name, int_sk_store, false)?;
     link.pin(pin(name)).with_context(|| format!("pinning {name}"))?;
     Ok(())
+}
+
+/// An algorithm registered for as long as this value lives, recording every step it takes.
+pub struct Recording {
+    _link: Link,
+    trace: MapHandle,
+}
+
+impl Recording {
+    /// Registers `name` (not pinned: it goes when this is dropped and its sockets close) with
+    /// recording on. Nothing else may be registered under that name.
+    pub fn start(name: &str, int_sk_store: &dyn MapCore) -> Result<Recording> {
+        wait_for_name(name)?;
+        let (link, trace) = attach(name, int_sk_store, true)?;
+        Ok(Recording { _link: link, trace: trace.context("the recording's ring buffer")? })
+    }
+
+    /// Drains the ring buffer: every step recorded so far, in the order the kernel took them.
+    pub fn drain(&self) -> Result<Vec<Record>> {
+        let out = RefCell::new(Vec::new());
+        let mut b = RingBufferBuilder::new();
+        b.add(&self.trace, |data: &[u8]| {
+            if data.len() >= std::mem::size_of::<Record>() {
+                // SAFETY: the kernel wrote a `struct scc_record`, which `Record` mirrors.
+                out.borrow_mut().push(unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<Record>()) });
+            }
+            0
+        })?;
+        b.build()?.consume()?;
+        Ok(out.into_inner())
+    }
 }
 
 /// Returns once no algorithm is registered under `name`. A BPF one that was just unpinned leaves

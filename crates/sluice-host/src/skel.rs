@@ -13,6 +13,7 @@ macro_rules! skel {
 skel!(agent, "agent.skel.rs");
 skel!(cc_select, "cc_select.skel.rs");
 skel!(int_switch, "int_switch.skel.rs");
+skel!(newreno, "newreno.skel.rs");
 skel!(dctcp, "dctcp.skel.rs");
 skel!(ecn_int, "ecn_int.skel.rs");
 skel!(retcp, "retcp.skel.rs");

@@ -951,7 +951,7 @@ fn unload_and_down_leave_nothing_behind() {
             .into_iter()
             .filter(|(id, _)| !progs_before.contains(id))
             .map(|(_, n)| n)
-            .filter(|n| n.starts_with("sluice_") || n.starts_with("dctcp_") || n.starts_with("ecn_int_") || n.starts_with("retcp_"))
+            .filter(|n| ["sluice_", "newreno_", "dctcp_", "ecn_int_", "retcp_"].iter().any(|p| n.starts_with(p)))
             .collect()
     };
     let t = Instant::now();
@@ -999,4 +999,120 @@ fn bpf_progs() -> Vec<(u32, String)> {
         }
     }
     progs
+}
+
+// ---------------------------------------------------------------------------------------------
+// One source, two targets: the kernel's steps replayed into the simulator build
+
+impl AgentGuard {
+    /// The agent without its own algorithms (a recording registers them), unloaded on drop.
+    fn load_bare(name: &str) -> AgentGuard {
+        agent::unload().expect("unloading a stale agent");
+        let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
+        let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
+        let opts = LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, register_cc: false, ..LoadOptions::default() };
+        let st = agent::load(&opts).expect("loading the agent");
+        assert!(st.ccs.is_empty(), "the agent registered {:?}", st.ccs);
+        let g = AgentGuard { cgroup, home };
+        sys::cgroup_join(&g.cgroup, std::process::id()).expect("joining the agent's cgroup");
+        g
+    }
+}
+
+/// Runs two bulk flows of `name` (recorded) through a port with a 24-packet queue that marks CE
+/// above 20 KB, so the trace has marks, drops and fast recovery; returns every recorded step.
+fn record_kernel_trace(name: &'static str, prefix: &str, port: u16) -> Vec<sluice_sim::cc::portable::Record> {
+    let _ = testbed::down(prefix);
+    let opts = TestbedOptions { prefix: prefix.into(), mtu: 1500, queue_packets: 24, ce_threshold: 20_000, ..TestbedOptions::default() };
+    let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
+    let _agent = AgentGuard::load_bare(&format!("sluice-test-diff-{name}"));
+    let store = libbpf_rs::MapHandle::from_pinned_path(agent::pin("int_sk_store")).expect("the agent's socket storage");
+    let rec = sluice_host::cc::Recording::start(name, &store).expect("registering the recording algorithm");
+    agent::policy_set(&PolicyKey::Port(port), name).unwrap();
+    for h in [0, 1] {
+        // Classic ECN for NewReno; the others ask for ECN themselves.
+        sys::run("ip", &["netns", "exec", &tb.ns(h), "sysctl", "-qw", "net.ipv4.tcp_ecn=1"]).unwrap();
+    }
+    // Segments leave the senders one MTU each and are acknowledged every two, not per 64 KB batch.
+    let sw = tb.0.switch.clone();
+    let devs = [(tb.ns(0), "eth0"), (tb.ns(1), "eth0"), (tb.ns(2), "eth0"), (sw.clone(), "p1"), (sw.clone(), "p2"), (sw, "p3")];
+    for (ns, dev) in &devs {
+        sys::run("ip", &["netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]).unwrap();
+    }
+    let s = sink(&tb.ns(2), port, 2);
+    let a = source(&tb.ns(0), tb.addr(2), port, 6.0);
+    let b = source(&tb.ns(1), tb.addr(2), port, 6.0);
+    // Drain as it runs so the ring buffer never fills.
+    let mut trace = vec![];
+    while !(a.is_finished() && b.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        trace.extend(rec.drain().unwrap());
+    }
+    let ((_, cca), (_, ccb)) = (a.join().unwrap(), b.join().unwrap());
+    s.join().unwrap();
+    trace.extend(rec.drain().unwrap());
+    assert!(cca.starts_with(name) && ccb.starts_with(name), "policy selected {name}: got {cca}, {ccb}");
+    trace
+}
+
+/// The must-show of the portable form: for each algorithm, a trace of at least 10,000 ACKs with
+/// CE marks, losses and fast recovery, recorded from the BPF build in real kernel TCP, replays
+/// into the simulator build of the same C source with every cwnd and ssthresh identical; and the
+/// simulator build with one constant changed (a loss quarters the window) fails the same replay.
+#[test]
+fn kernel_traces_replay_identically_in_the_simulator_build() {
+    use sluice_sim::cc::portable::{replay, Build};
+    let _g = prerequisites();
+    for (i, name) in ["newreno", "dctcp", "ecn_int", "retcp"].into_iter().enumerate() {
+        let trace = record_kernel_trace(name, &format!("sltd{i}"), 6001 + i as u16);
+        let st = replay(name, Build::Standard, &trace).unwrap().unwrap_or_else(|m| panic!("{name}: {m}"));
+        println!("{name}: {} records, {st:?}", trace.len());
+        assert!(st.acks >= 10_000, "{name}: only {} ACKs recorded", st.acks);
+        assert!(st.marked > 0 && st.losses > 0 && st.in_recovery > 0, "{name}: the trace lacks marks, losses or recovery: {st:?}");
+        let m = replay(name, Build::Mutant, &trace).unwrap().expect_err("the mutant simulator build matched the kernel");
+        println!("{name}: the mutant build diverges at {m}");
+    }
+}
+
+/// The worked example of docs/writing-a-cc.md, taken from the guide's text: it compiles with the
+/// system C compiler as the simulator build does (exporting what the simulator's adapter reads),
+/// and with clang into the kernel glue, whose struct_ops the verifier accepts and the kernel
+/// registers under the example's name.
+#[test]
+fn the_guides_worked_example_builds_for_both_targets() {
+    let _g = prerequisites();
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/writing-a-cc.md")).unwrap();
+    let start = guide.find("```c\n/* aimd.c").expect("the guide's worked example") + "```c\n".len();
+    let example = &guide[start..start + guide[start..].find("```").unwrap()];
+    let dir = std::env::temp_dir().join(format!("sluice-guide-example-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("aimd.c"), example).unwrap();
+    let portable = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-sim/src/cc/portable");
+    let compile = |prog: &str, args: &[&str]| {
+        let out = std::process::Command::new(prog).args(args).current_dir(&dir).output().unwrap();
+        assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+
+    // The simulator's target: what build.rs does with the cc crate.
+    compile("cc", &["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", "-O2", "-I", portable, "-c", "aimd.c", "-o", "aimd.o"]);
+    let nm = sys::run("nm", &[dir.join("aimd.o").to_str().unwrap()]).unwrap();
+    for sym in ["aimd_init", "aimd_on_ack", "aimd_on_event", "aimd_vars", "aimd_defaults", "aimd_flags", "aimd_state_size"] {
+        assert!(nm.lines().any(|l| l.ends_with(&format!(" {sym}")) && !l.contains(" U ")), "{sym} not defined natively:\n{nm}");
+    }
+
+    // The kernel's target: the same file after the struct_ops glue, as crates/sluice-host/build.rs does.
+    std::fs::write(dir.join("aimd.bpf.c"), "#include \"vmlinux.h\"\n#include \"scc_kernel.h\"\n#include \"aimd.c\"\n").unwrap();
+    let bpf = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf");
+    libbpf_cargo::SkeletonBuilder::new()
+        .source(dir.join("aimd.bpf.c"))
+        .obj(dir.join("aimd.bpf.o"))
+        .clang_args(["-I", env!("OUT_DIR"), "-I", bpf, "-I", portable, "-I", dir.to_str().unwrap(), "-Wall", "-Wno-unused-parameter"])
+        .build()
+        .expect("clang -target bpf compiles the example in the kernel glue");
+    let mut obj = libbpf_rs::ObjectBuilder::default().open_file(dir.join("aimd.bpf.o")).unwrap().load().expect("the verifier accepts the example");
+    let mut map = obj.maps_mut().find(|m| libbpf_rs::MapCore::name(m) == "aimd").expect("the struct_ops map");
+    let link = map.attach_struct_ops().expect("registering the example");
+    assert!(sluice_host::cc::available().unwrap().iter().any(|a| a == "aimd"), "aimd registered in the kernel");
+    drop(link);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -128,7 +128,7 @@ impl CongestionControl for Dctcp {
     }
 
     fn name(&self) -> &'static str {
-        "dctcp"
+        "dctcp_ref"
     }
 
     fn ecn_mode(&self) -> EcnMode {
@@ -290,7 +290,7 @@ mod tests {
             base_rtt: Time::from_us(10),
         };
         let cc = factory(&toml::Table::new()).unwrap()(&ctx);
-        assert_eq!((cc.name(), cc.ecn_mode()), ("dctcp", EcnMode::PerPacket));
+        assert_eq!((cc.name(), cc.ecn_mode()), ("dctcp_ref", EcnMode::PerPacket));
         assert!(factory(&toml::from_str("g = 1\nalpha_init = 0").unwrap()).is_ok());
         let err = |s: &str| factory(&toml::from_str(s).unwrap()).err().unwrap();
         assert_eq!(err("g = 0"), "g: expected a number in (0, 1], got 0");

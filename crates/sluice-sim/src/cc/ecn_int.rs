@@ -67,7 +67,7 @@ impl EcnInt {
 
 impl CongestionControl for EcnInt {
     fn name(&self) -> &'static str {
-        "ecn_int"
+        "ecn_int_ref"
     }
 
     fn ecn_mode(&self) -> EcnMode {

@@ -15,6 +15,7 @@ mod hptcp;
 mod example_aimd;
 pub mod negotiation;
 mod newreno;
+pub mod portable;
 mod swift;
 
 pub use bbr::Bbr;
@@ -197,9 +198,9 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
     AlgorithmInfo {
         name: "newreno",
         aliases: &["reno"],
-        summary: "NewReno (RFC 5681/6582): slow start, AIMD, halving on loss",
-        params: newreno::PARAMS,
-        build: newreno::factory,
+        summary: "NewReno (RFC 5681/6582): slow start, AIMD, halving on loss (portable: also runs in the kernel)",
+        params: portable::NEWRENO_PARAMS,
+        build: portable::newreno_factory,
     },
     AlgorithmInfo {
         name: "cubic",
@@ -211,16 +212,23 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
     AlgorithmInfo {
         name: "dctcp",
         aliases: &[],
-        summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window",
-        params: dctcp::PARAMS,
-        build: dctcp::factory,
+        summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window (portable)",
+        params: portable::DCTCP_PARAMS,
+        build: portable::dctcp_factory,
     },
     AlgorithmInfo {
         name: "ecn_int",
         aliases: &[],
-        summary: "ECN+INT: DCTCP whose alpha is at least the TCP-INT-echoed queue depth over a target",
-        params: ecn_int::PARAMS,
-        build: ecn_int::factory,
+        summary: "ECN+INT: DCTCP whose alpha is at least the TCP-INT-echoed queue depth over a target (portable)",
+        params: portable::ECN_INT_PARAMS,
+        build: portable::ecn_int_factory,
+    },
+    AlgorithmInfo {
+        name: "retcp",
+        aliases: &[],
+        summary: "reTCP: Reno whose window is multiplied by alpha when the circuit signal (ECE) turns on, divided when it turns off (portable)",
+        params: portable::RETCP_PARAMS,
+        build: portable::retcp_factory,
     },
     AlgorithmInfo {
         name: "hptcp",
@@ -249,6 +257,27 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
         params: swift::PARAMS,
         build: swift::factory,
+    },
+    AlgorithmInfo {
+        name: "newreno_ref",
+        aliases: &[],
+        summary: "the Rust NewReno the portable one replaced, kept as a reference",
+        params: newreno::PARAMS,
+        build: newreno::factory,
+    },
+    AlgorithmInfo {
+        name: "dctcp_ref",
+        aliases: &[],
+        summary: "the floating-point Rust DCTCP the portable one replaced, kept as a reference",
+        params: dctcp::PARAMS,
+        build: dctcp::factory,
+    },
+    AlgorithmInfo {
+        name: "ecn_int_ref",
+        aliases: &[],
+        summary: "the floating-point Rust ECN+INT the portable one replaced, kept as a reference",
+        params: ecn_int::PARAMS,
+        build: ecn_int::factory,
     },
     AlgorithmInfo {
         name: "example_aimd",

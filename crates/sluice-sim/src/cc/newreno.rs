@@ -41,7 +41,7 @@ impl NewReno {
 
 impl CongestionControl for NewReno {
     fn name(&self) -> &'static str {
-        "newreno"
+        "newreno_ref"
     }
 
     fn ecn_mode(&self) -> EcnMode {
@@ -189,7 +189,7 @@ mod tests {
         };
         let f = factory(&toml::Table::new()).unwrap();
         assert_eq!(f(&ctx).ecn_mode(), EcnMode::Off);
-        assert_eq!(f(&ctx).name(), "newreno");
+        assert_eq!(f(&ctx).name(), "newreno_ref");
         let f = factory(&toml::from_str("ecn = true").unwrap()).unwrap();
         assert_eq!(f(&ctx).ecn_mode(), EcnMode::Classic);
         let e = factory(&toml::from_str("enc = true").unwrap()).err().unwrap();
