@@ -92,12 +92,21 @@ const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half
 `sluice testbed` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
 libelf-dev zlib1g-dev pkg-config, then `cargo build --release -p sluice-cli --features host`";
 
+/// `--seed` as an override: a TOML integer where one can hold it, a string above 2^63 - 1.
+fn seed_override(seed: u64) -> String {
+    if i64::try_from(seed).is_ok() {
+        format!("sim.seed={seed}")
+    } else {
+        format!("sim.seed=\"{seed}\"")
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { scenario, out, seed, mut overrides, quiet } => {
             if let Some(s) = seed {
-                overrides.push(format!("sim.seed=\"{s}\"")); // a string: TOML integers stop at 2^63 - 1
+                overrides.push(seed_override(s));
             }
             run(&scenario, &out, &overrides, quiet)
         }
