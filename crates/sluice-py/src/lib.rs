@@ -42,7 +42,7 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send
 
 fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result<(LoadedScenario, World), String> {
     let loaded = load(text, file, base_dir, overrides).map_err(|e| e.to_string())?;
-    let world = World::build(&loaded).map_err(|m| loaded.error_at(m).to_string())?;
+    let world = sluice_sim::scenario::build(&loaded).map_err(|m| loaded.error_at(m).to_string())?;
     Ok((loaded, world))
 }
 
