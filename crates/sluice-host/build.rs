@@ -35,6 +35,22 @@ fn main() {
         fs::write(&src, text).unwrap_or_else(|e| fail(&format!("writing {}: {e}", src.display())));
         sources.push((name.to_string(), src));
     }
+    // The same sources as syscall programs that replay a recorded step (bpf/scc_replay.h), in the
+    // standard build and in the mutant one (a loss quarters the window), for the converse
+    // differential test; objects only, loaded from bytes by `cc::replay_in_kernel`.
+    for name in ALGORITHMS {
+        for (suffix, defines) in [("replay", ""), ("replay_mutant", "#define SCC_LOSS_SHIFT 2\n")] {
+            let src = out.join(format!("{name}_{suffix}.bpf.c"));
+            let text = format!("#include \"vmlinux.h\"\n{defines}#include \"scc_replay.h\"\n#include \"{name}.c\"\n");
+            fs::write(&src, text).unwrap_or_else(|e| fail(&format!("writing {}: {e}", src.display())));
+            SkeletonBuilder::new()
+                .source(&src)
+                .obj(out.join(format!("{name}_{suffix}.bpf.o")))
+                .clang_args(["-I", &inc, "-I", "bpf", "-I", PORTABLE, "-Wall", "-Wno-unused-parameter", "-Wno-unused-function"])
+                .build()
+                .unwrap_or_else(|e| fail(&format!("compiling {} with clang: {e:#}", src.display())));
+        }
+    }
     for (name, src) in &sources {
         let skel = out.join(format!("{name}.skel.rs"));
         SkeletonBuilder::new()

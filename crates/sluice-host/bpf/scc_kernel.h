@@ -88,12 +88,15 @@ static __always_inline struct scc_window scc_window_in(const struct sock *sk, co
 	return w;
 }
 
-/* Hands the algorithm's window to the kernel, in segments within the kernel's limits. */
+/* Hands the algorithm's window to the kernel, in whole segments within the kernel's limits. */
 static __always_inline void scc_window_out(struct sock *sk, struct scc_glue *g, const struct scc_window *w)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	__u64 segs = w->cwnd / w->mss;
-	__u64 ss = w->ssthresh == SCC_INFINITE ? TCP_INFINITE_SSTHRESH : w->ssthresh / w->mss;
+	/* Rounded up, as the simulator's sender reads a byte window: a segment may leave while fewer
+	 * bytes than cwnd are in flight. Rounding down would turn DCTCP's small cuts of a window of a
+	 * few jumbo frames into cuts of a whole segment. */
+	__u64 segs = (w->cwnd + w->mss - 1) / w->mss;
+	__u64 ss = w->ssthresh == SCC_INFINITE ? TCP_INFINITE_SSTHRESH : (w->ssthresh + w->mss - 1) / w->mss;
 
 	if (segs > tp->snd_cwnd_clamp)
 		segs = tp->snd_cwnd_clamp;

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod cc;
 pub mod codec;
+pub mod replay;
 pub mod skel;
 pub mod switch;
 pub mod sys;

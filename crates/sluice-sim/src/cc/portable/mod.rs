@@ -6,8 +6,9 @@
 use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, IntReading, Window};
 use crate::time::{Bytes, Time};
 use serde::Deserialize;
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The C signal block, `struct scc_signals`.
 #[repr(C)]
@@ -247,6 +248,32 @@ pub struct Portable<P: 'static> {
     params: P,
     state: Box<State>,
     ecn: EcnMode,
+    /// Where its steps go while a [`record_steps`] call is running, and its flow number there.
+    trace: Option<(Arc<Mutex<Vec<Record>>>, u64)>,
+}
+
+/// The steps of the instances created while [`record_steps`] runs on this thread.
+struct Recorder {
+    sink: Arc<Mutex<Vec<Record>>>,
+    flows: u64,
+}
+
+thread_local! {
+    static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (a simulation, say) and returns, besides its result, every step the portable
+/// algorithms created meanwhile on this thread took, as the kernel glue records them: an init
+/// record per instance (flows numbered as they start), then each ACK's signals and each event,
+/// with the window before and after. This is the simulator's side of the converse differential
+/// test: the trace replays into the BPF build of the same sources.
+pub fn record_steps<R>(f: impl FnOnce() -> R) -> (R, Vec<Record>) {
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let outer = RECORDER.with(|r| r.borrow_mut().replace(Recorder { sink: sink.clone(), flows: 0 }));
+    let out = f();
+    RECORDER.with(|r| *r.borrow_mut() = outer);
+    let trace = std::mem::take(&mut *sink.lock().unwrap_or_else(|e| e.into_inner()));
+    (out, trace)
 }
 
 impl<P: Copy + Send + Sync + 'static> Portable<P> {
@@ -255,17 +282,37 @@ impl<P: Copy + Send + Sync + 'static> Portable<P> {
         let mut state = Box::new([0u64; 16]);
         // SAFETY: `state` has room for the C state (checked above); `params` has the C layout.
         unsafe { (entry.init)(&mut *state, &params) };
-        Portable { entry, params, state, ecn }
+        let trace = RECORDER.with(|r| {
+            r.borrow_mut().as_mut().map(|rec| {
+                rec.flows += 1;
+                (rec.sink.clone(), rec.flows - 1)
+            })
+        });
+        let cc = Portable { entry, params, state, ecn, trace };
+        cc.record(REC_INIT, 0, None, &CWindow::default(), &CWindow::default());
+        cc
     }
 
     fn step_ack(&mut self, sig: &Signals, w: &mut CWindow) {
+        let before = *w;
         // SAFETY: as in `new`; the pointers are valid for the call.
         unsafe { (self.entry.on_ack)(&mut *self.state, &self.params, sig, w) }
+        self.record(REC_ACK, 0, Some(sig), &before, w);
     }
 
     fn step_event(&mut self, ev: u32, w: &mut CWindow) {
+        let before = *w;
         // SAFETY: as in `new`.
         unsafe { (self.entry.on_event)(&mut *self.state, &self.params, ev, w) }
+        self.record(REC_EVENT, ev, None, &before, w);
+    }
+
+    #[inline]
+    fn record(&self, kind: u32, event: u32, sig: Option<&Signals>, win_in: &CWindow, win_out: &CWindow) {
+        if let Some((sink, flow)) = &self.trace {
+            let r = Record { flow: *flow, kind, event, sig: sig.copied().unwrap_or_default(), win_in: *win_in, win_out: *win_out };
+            sink.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        }
     }
 }
 
