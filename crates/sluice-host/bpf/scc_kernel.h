@@ -113,12 +113,14 @@ static __always_inline void scc_window_out(struct sock *sk, struct scc_glue *g, 
 	g->cwnd_segs = segs;
 }
 
-/* The per-ACK signal block from tcp_sock, the rate sample and the agent's TCP-INT storage. */
+/* The per-ACK signal block from tcp_sock, the rate sample and (when `flags` ask for it) the agent's
+ * TCP-INT storage. */
 static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, const struct rate_sample *rs,
-					   __u64 mss, struct scc_signals *sig)
+					   __u64 mss, __u32 flags, struct scc_signals *sig)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct int_sk *st = bpf_sk_storage_get(&int_sk_store, sk, 0, 0);
+	/* Only an algorithm that reads the TCP-INT echo pays for the socket-storage lookup. */
+	struct int_sk *st = flags & SCC_NEEDS_INT ? bpf_sk_storage_get(&int_sk_store, sk, 0, 0) : 0;
 	__u32 dce = tp->delivered_ce - g->delivered_ce;
 	__s32 acked = rs->acked_sacked;
 
@@ -211,7 +213,7 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 		struct scc_signals sig = {};                                                           \
 		struct scc_window in = scc_window_in(sk, &ca->g), w = in;                              \
                                                                                                        \
-		scc_signals_of(sk, &ca->g, rs, in.mss, &sig);                                          \
+		scc_signals_of(sk, &ca->g, rs, in.mss, (alg_flags), &sig);                                          \
 		alg##_on_ack(&ca->s, &p, &sig, &w);                                                   \
 		scc_window_out(sk, &ca->g, &w);                                                        \
 		scc_trace_step(&ca->g, SCC_REC_ACK, 0, &sig, &in, &w);                                 \
