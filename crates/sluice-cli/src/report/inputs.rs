@@ -52,6 +52,24 @@ pub struct QueueSample {
     pub node: String,
     pub port: String,
     pub bytes: f64,
+    /// The port by the name scenarios use (`sw0->h2`); absent in files of older versions.
+    #[serde(default)]
+    pub link: Option<String>,
+}
+
+impl QueueSample {
+    /// The port as legends name it.
+    pub fn label(&self) -> String {
+        port_label(&self.node, &self.port, self.link.as_deref())
+    }
+}
+
+/// A port's name for legends and tables: the scenario's `sw0->h2` where the file has it.
+pub fn port_label(node: &str, port: &str, link: Option<&str>) -> String {
+    match link {
+        Some(l) if !l.is_empty() => l.to_string(),
+        _ => format!("{node} port {port}"),
+    }
 }
 
 /// One row of cwnd.csv.
@@ -92,6 +110,16 @@ pub struct PortUtilization {
     pub port: String,
     pub tx_bytes: f64,
     pub utilization: f64,
+    /// The port by the name scenarios use; absent in files of older versions.
+    #[serde(default)]
+    pub link: Option<String>,
+}
+
+impl PortUtilization {
+    /// The port as legends and tables name it.
+    pub fn label(&self) -> String {
+        port_label(&self.node, &self.port, self.link.as_deref())
+    }
 }
 
 /// One row of telemetry.csv: what a sender learned from one TCP-INT echo.

@@ -530,17 +530,22 @@ fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Uni
     Ok(())
 }
 
-fn queue_depth(samples: &[QueueSample]) -> Result<Option<Figure>> {
+/// Queue samples grouped by port in order of first appearance, each named as legends name it.
+fn queue_groups(samples: &[QueueSample]) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut order: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for s in samples {
         let i = *index.entry((&s.node, &s.port)).or_insert_with(|| {
-            order.push((format!("{} port {}", s.node, s.port), Vec::new()));
+            order.push((s.label(), Vec::new()));
             order.len() - 1
         });
         order[i].1.push((s.t_ns, s.bytes));
     }
-    let (series, note) = cap_series(order, "port");
+    order
+}
+
+fn queue_depth(samples: &[QueueSample]) -> Result<Option<Figure>> {
+    let (series, note) = cap_series(queue_groups(samples), "port");
     if series.is_empty() {
         return Ok(None);
     }
@@ -576,7 +581,7 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
     let mut rows: Vec<(String, f64, f64)> = ports
         .iter()
         .filter(|p| p.utilization.is_finite())
-        .map(|p| (format!("{} port {}", p.node, p.port), p.utilization, p.tx_bytes))
+        .map(|p| (p.label(), p.utilization, p.tx_bytes))
         .collect();
     if rows.is_empty() {
         return Ok(None);
@@ -695,6 +700,25 @@ fn telemetry(samples: &[TelemetrySample]) -> Result<Option<Figure>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn legends_name_ports_as_scenarios_do() {
+        let sample = |node: &str, port: &str, link: Option<&str>| QueueSample {
+            t_ns: 0.0,
+            node: node.into(),
+            port: port.into(),
+            bytes: 1.0,
+            link: link.map(String::from),
+        };
+        let groups = queue_groups(&[sample("sw0", "2", Some("sw0->h2")), sample("sw1", "0", Some("sw1->sw0")), sample("sw0", "2", Some("sw0->h2"))]);
+        let names: Vec<&str> = groups.iter().map(|g| g.0.as_str()).collect();
+        assert_eq!(names, ["sw0->h2", "sw1->sw0"]);
+        assert_eq!(groups[0].1.len(), 2);
+        // Files written before ports had names still get a legend.
+        assert_eq!(queue_groups(&[sample("sw0", "2", None)])[0].0, "sw0 port 2");
+        let u = PortUtilization { node: "h3".into(), port: "0".into(), tx_bytes: 1.0, utilization: 0.5, link: Some("h3->sw1".into()) };
+        assert_eq!(u.label(), "h3->sw1");
+    }
 
     #[test]
     fn decimate_keeps_peaks_and_bounds_length() {
