@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from pathlib import Path
 
 from . import _native
@@ -19,8 +20,10 @@ from ._native import SluiceError
 from ._result import SCHEMAS, Result
 from ._scenario import Overrides, ScenarioLike, overrides, resolve
 from ._sweep import Sweep, sweep
+from ._warnings import SluiceWarning
 
-__all__ = ["run", "check", "sweep", "list_algorithms", "Result", "Sweep", "SluiceError", "SCHEMAS", "__version__"]
+__all__ = ["run", "check", "sweep", "list_algorithms", "Result", "Sweep", "SluiceError", "SluiceWarning", "SCHEMAS",
+           "__version__"]
 __version__ = _native.version()
 
 
@@ -30,22 +33,31 @@ def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = Non
     `set` overrides keys like `sluice run --set` ({"classes.query.cc": "dctcp"} or
     ["classes.query.cc=dctcp"]); `seed` overrides sim.seed. With `out`, the run's files stay in
     that directory (an earlier run's files there are replaced). The simulation runs without the GIL.
-    Raises SluiceError with the CLI's message for a bad scenario.
+    Raises SluiceError with the CLI's message for a bad scenario; warns with SluiceWarning what the
+    CLI prints as warnings (sized flows cut short by sim.duration, classes no flow belongs to).
     """
     sc = resolve(scenario)
     sets = overrides(set, seed)
     if out is not None:
-        _native.run(sc.text, sc.file, sc.base_dir, sets, str(out))
-        return Result.read(Path(out), keep=True)
-    with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
-        _native.run(sc.text, sc.file, sc.base_dir, sets, d)
-        return Result.read(Path(d), keep=False)
+        _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out))
+        result = Result.read(Path(out), keep=True)
+    else:
+        with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
+            _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d)
+            result = Result.read(Path(d), keep=False)
+    for note in notes:
+        warnings.warn(note, SluiceWarning, stacklevel=2)
+    return result
 
 
 def check(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None) -> str:
-    """Validates `scenario` and returns what `sluice check` prints; raises SluiceError if it is bad."""
+    """Validates `scenario` and returns what `sluice check` prints; raises SluiceError if it is bad
+    and warns with SluiceWarning what the CLI prints as warnings (a class no flow belongs to)."""
     sc = resolve(scenario)
-    return _native.check(sc.text, sc.file, sc.base_dir, overrides(set, seed))
+    line, notes = _native.check(sc.text, sc.file, sc.base_dir, overrides(set, seed))
+    for note in notes:
+        warnings.warn(note, SluiceWarning, stacklevel=2)
+    return line
 
 
 def list_algorithms() -> list[dict]:

@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 import uuid
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -21,6 +22,7 @@ import pandas as pd
 
 from . import _native
 from ._scenario import Overrides, Scenario, ScenarioLike, overrides, resolve
+from ._warnings import SluiceWarning
 
 # Display units a metric may name after a colon (`classes.backup.goodput_bps:MB/s`), as in
 # `sluice sweep --metric`: the figure is divided by the factor.
@@ -82,10 +84,11 @@ def cell_name(cell: Mapping[str, object]) -> str:
 def _run_task(sc: Scenario, sets: list, metrics: list, record: dict, path: str) -> dict:
     """One cell x seed: run in a scratch directory, keep only the figures, write them atomically."""
     with tempfile.TemporaryDirectory(prefix="sluice-task-") as d:
-        _native.run(sc.text, sc.file, sc.base_dir, sets, d)
+        _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d)
         summary = json.loads(Path(d, "summary.json").read_text())
     where = f"{record['cell']} seed {record['seed']}"
-    record = dict(record, metrics={m.spec: m.read(summary, where) for m in metrics}, wall_s=summary.get("wall_s"))
+    record = dict(record, metrics={m.spec: m.read(summary, where) for m in metrics}, wall_s=summary.get("wall_s"),
+                  warnings=notes)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
@@ -184,11 +187,16 @@ def sweep(
     fixed = overrides(set)
     store = Path(store)
     cells = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+    notes = {}
     for cell in cells:
         try:
-            _native.check(sc.text, sc.file, sc.base_dir, fixed + overrides(cell))
+            _, cell_notes = _native.check(sc.text, sc.file, sc.base_dir, fixed + overrides(cell))
         except _native.SluiceError as e:
             raise _native.SluiceError(f"cell {cell_name(cell)}: {e}") from None
+        for note in cell_notes:
+            notes.setdefault(note, cell_name(cell))
+    for note, first in notes.items():
+        warnings.warn(f"cell {first}: {note}", SluiceWarning, stacklevel=2)
 
     store.mkdir(parents=True, exist_ok=True)
     (store / "sweep.json").write_text(json.dumps(
@@ -227,6 +235,13 @@ def sweep(
                     bar.update()
     finally:
         bar.close()
+    # What the check already said of a cell (a class no flow belongs to) every run of it repeats.
+    warned = [(f"{name} seed {seed}", w) for (name, seed), r in records.items() for w in r.get("warnings", [])
+              if w not in notes]
+    if warned:
+        where, first = sorted(warned)[0]
+        warnings.warn(f"{len(warned)} warnings from the sweep's runs (each run's are in its store record), "
+                      f"the first: {where}: {first}", SluiceWarning, stacklevel=2)
 
     rows = []
     for cell in cells:

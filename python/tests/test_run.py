@@ -2,6 +2,7 @@
 
 import subprocess
 import threading
+import warnings
 
 import pandas as pd
 import pytest
@@ -22,6 +23,26 @@ def test_flows_equal_the_cli_flows_csv_for_the_same_seed(repo, sluice_bin, tmp_p
         theirs = cli[col].astype(object).where(cli[col].notna(), None).tolist()
         assert ours == theirs, col
     assert r.summary["seed"] == 7 and r.run["overrides"] == ["sim.seed=7"]
+
+
+def test_a_run_cut_short_by_the_duration_warns_how_many_flows_did_not_finish(repo):
+    with pytest.warns(sluice.SluiceWarning, match=r"of 400 sized flows did not finish: the run stopped at sim.duration = 1ms"):
+        r = sluice.run(repo / "scenarios" / "quickstart.toml", set={"sim.duration": "1ms"})
+    unfinished = int(r.flows.fct_ns.isna().sum())
+    assert 0 < unfinished < 400 and r.summary["flows"]["completed"] == 400 - unfinished
+    # A run in which every flow finishes says nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sluice.SluiceWarning)
+        sluice.run(repo / "scenarios" / "quickstart.toml")
+
+
+def test_a_class_no_flow_belongs_to_warns_at_check_and_in_a_sweep(repo, tmp_path):
+    text = (repo / "scenarios" / "dctcp_two_flows.toml").read_text() + '\n[classes.idle]\ncc = "cubic"\n'
+    with pytest.warns(sluice.SluiceWarning, match='no flow belongs to class "idle"'):
+        assert sluice.check(text).startswith("<scenario>: ok")
+    with pytest.warns(sluice.SluiceWarning, match='cell classes.idle.cc=dctcp: no flow belongs to class "idle"'):
+        sluice.sweep(text, grid={"classes.idle.cc": ["dctcp"]}, seeds=[1], metrics=["flows.completed"],
+                     store=tmp_path / "store", jobs=1, progress=False)
 
 
 def test_tables_have_their_documented_nullable_dtypes(repo):

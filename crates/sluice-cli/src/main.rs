@@ -143,6 +143,9 @@ fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), S
 fn check(path: &Path, overrides: &[String]) -> Result<()> {
     let (loaded, world) = build(path, overrides)?;
     println!("{}", sluice_sim::metrics::describe(&loaded, &world));
+    for warning in sluice_sim::metrics::warnings(&loaded, &world) {
+        eprintln!("warning: {warning}");
+    }
     Ok(())
 }
 
@@ -231,25 +234,10 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
         }
         eprintln!("wrote {}", out.display());
     }
-    if let Some(note) = unfinished_note(&loaded, &world) {
-        eprintln!("{note}");
+    for warning in sluice_sim::metrics::warnings(&loaded, &world) {
+        eprintln!("warning: {warning}");
     }
     Ok(())
-}
-
-/// Why finite flows are missing from the FCT figures, when the run stopped at sim.duration
-/// before they finished.
-fn unfinished_note(loaded: &LoadedScenario, world: &World) -> Option<String> {
-    let duration = loaded.scenario.sim.duration?;
-    let finite = world.flows().iter().filter(|f| f.size.is_some());
-    let (total, unfinished) = finite.fold((0, 0), |(t, u), f| (t + 1, u + usize::from(f.finish.is_none())));
-    (unfinished > 0 && world.now() >= duration).then(|| {
-        format!(
-            "note: {unfinished} of {total} sized flows did not finish: the run stopped at sim.duration = {duration}; \
-             they have no FCT in flows.csv and are left out of the FCT and slowdown figures (raise sim.duration, \
-             or leave it out so the run ends when every flow is done)"
-        )
-    })
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`).

@@ -48,10 +48,8 @@ fn refused(extra: &str, args: &[&str], needles: &[&str]) -> String {
 fn a_cdf_with_mean_zero_is_refused_at_its_key() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("zero.cdf"), "0 100\n").unwrap();
-    let path = scenario(
-        dir.path(),
-        "[[workloads]]\nkind = \"poisson\"\ncdf = \"zero.cdf\"\nload = 0.5\nduration = \"1ms\"\n",
-    );
+    let path =
+        scenario(dir.path(), "[[workloads]]\nkind = \"poisson\"\ncdf = \"zero.cdf\"\nload = 0.5\nduration = \"1ms\"\n");
     let out = sluice_in(dir.path(), &["check", path.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -91,7 +89,11 @@ fn poisson_incast_over_a_huge_duration_is_refused() {
 
 #[test]
 fn one_picosecond_queue_sampling_is_refused() {
-    refused("[output.queues]\ninterval = \"1ps\"\nports = [\"sw0\"]\n", &[], &["output.queues.interval", "limits.samples"]);
+    refused(
+        "[output.queues]\ninterval = \"1ps\"\nports = [\"sw0\"]\n",
+        &[],
+        &["output.queues.interval", "limits.samples"],
+    );
 }
 
 #[test]
@@ -101,7 +103,11 @@ fn a_tiny_bucket_percent_is_refused_instead_of_hanging() {
 
 #[test]
 fn times_beyond_the_representable_range_name_the_largest_that_works() {
-    refused("[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1KB\", start = \"18446744.0737s\" }]\n", &[], &["workloads[0].flows[0].start", "at most 1000000s"]);
+    refused(
+        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1KB\", start = \"18446744.0737s\" }]\n",
+        &[],
+        &["workloads[0].flows[0].start", "at most 1000000s"],
+    );
     let err = refused("", &["--set", "topology.host_delay=5000000s"], &["topology.host_delay", "at most 1000000s"]);
     assert!(err.contains("--set topology.host_delay=5000000s"), "an override's error cites the override: {err}");
 }
@@ -109,7 +115,11 @@ fn times_beyond_the_representable_range_name_the_largest_that_works() {
 #[test]
 fn flow_sizes_whose_transmission_leaves_the_range_are_refused() {
     // 2e16 B is above the 1 PB input limit.
-    refused("[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = 20000000000000000 }]\n", &[], &["size", "1PB"]);
+    refused(
+        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = 20000000000000000 }]\n",
+        &[],
+        &["size", "1PB"],
+    );
     // 1 PB at 1 Gb/s takes 8e6 s, past the 1e6 s horizon: the error gives the largest that works.
     let err = refused(
         "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1000TB\" }]\n",
@@ -128,7 +138,18 @@ fn ideal_fct_grows_with_size_up_to_the_limit() {
         "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"1TB\" }, { src = 2, dst = 3, size = \"100TB\" }]\n",
     );
     let out_dir = dir.path().join("out");
-    let out = sluice_in(dir.path(), &["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--quiet", "--set", "topology.host_rate=100Gbps"]);
+    let out = sluice_in(
+        dir.path(),
+        &[
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--quiet",
+            "--set",
+            "topology.host_rate=100Gbps",
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let flows = std::fs::read_to_string(out_dir.join("flows.csv")).unwrap();
     let ideal: Vec<f64> = flows.lines().skip(1).map(|l| l.split(',').nth(9).unwrap().parse().unwrap()).collect();
@@ -138,8 +159,16 @@ fn ideal_fct_grows_with_size_up_to_the_limit() {
 
 #[test]
 fn repeated_hosts_and_self_flows_are_refused() {
-    refused("[[workloads]]\nkind = \"permutation\"\nhosts = [0, 0]\nsize = \"1KB\"\n", &[], &["workloads[0].hosts[1]", "listed twice"]);
-    refused("[[workloads]]\nkind = \"all_to_all\"\nhosts = [2, 2, 2]\nsize = \"1KB\"\n", &[], &["workloads[0].hosts[1]", "listed twice"]);
+    refused(
+        "[[workloads]]\nkind = \"permutation\"\nhosts = [0, 0]\nsize = \"1KB\"\n",
+        &[],
+        &["workloads[0].hosts[1]", "listed twice"],
+    );
+    refused(
+        "[[workloads]]\nkind = \"all_to_all\"\nhosts = [2, 2, 2]\nsize = \"1KB\"\n",
+        &[],
+        &["workloads[0].hosts[1]", "listed twice"],
+    );
 }
 
 #[test]
@@ -171,7 +200,11 @@ fn a_table_written_as_a_list_is_refused() {
 #[test]
 fn flow_ids_that_name_no_flow_are_refused() {
     refused("[output.pcap]\nflows = [4294967295]\n", &[], &["output.pcap.flows[0]", "does not exist"]);
-    refused("[output.telemetry]\ninterval = \"1us\"\nflows = [7]\n", &[], &["output.telemetry.flows[0]", "does not exist"]);
+    refused(
+        "[output.telemetry]\ninterval = \"1us\"\nflows = [7]\n",
+        &[],
+        &["output.telemetry.flows[0]", "does not exist"],
+    );
 }
 
 #[test]
@@ -190,8 +223,16 @@ fn toml_errors_always_give_a_reason() {
 
 #[test]
 fn wrong_kinds_are_explained_in_words() {
-    refused("", &["--set", "sim.duration=true"], &["sim.duration", "expected a duration with a unit", "the boolean true"]);
-    refused("[switch]\npriorities = 300\n", &[], &["switch.priorities", "a whole number from 0 to 255", "the number 300"]);
+    refused(
+        "",
+        &["--set", "sim.duration=true"],
+        &["sim.duration", "expected a duration with a unit", "the boolean true"],
+    );
+    refused(
+        "[switch]\npriorities = 300\n",
+        &[],
+        &["switch.priorities", "a whole number from 0 to 255", "the number 300"],
+    );
     refused("[int]\nqdepth_shift = \"x\"\n", &[], &["int.qdepth_shift", "a whole number from 0 to 4294967295"]);
     refused("[output]\nqueues = 5\n", &[], &["output.queues", "a table of named keys"]);
 }
@@ -199,7 +240,10 @@ fn wrong_kinds_are_explained_in_words() {
 #[test]
 fn set_errors_cite_the_override_not_a_line() {
     let err = refused("", &["--set", "switch.alpha=\"x\""], &["--set switch.alpha=\"x\"", "switch.alpha"]);
-    assert!(!err.split("s.toml:").skip(1).any(|rest| rest.starts_with(|c: char| c.is_ascii_digit())), "no line of the file is to blame: {err}");
+    assert!(
+        !err.split("s.toml:").skip(1).any(|rest| rest.starts_with(|c: char| c.is_ascii_digit())),
+        "no line of the file is to blame: {err}"
+    );
     let deep = vec!["a"; 10_000].join(".") + "=1";
     refused("", &["--set", &deep], &["levels"]);
 }
@@ -210,16 +254,56 @@ fn set_of_an_unknown_class_is_refused() {
 }
 
 #[test]
+fn set_of_an_unknown_class_lists_each_class_once() {
+    let err =
+        refused("[classes.default]\ncc = \"dctcp\"\n", &["--set", "classes.query.cc=dctcp"], &["no class \"query\""]);
+    assert!(err.contains("it defines none besides default"), "{err}");
+}
+
+#[test]
+fn a_class_no_flow_belongs_to_is_a_warning_the_user_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let bulk = "[classes.bulk]\ncc = \"cubic\"\n\n[classes.bulk.match]\nhosts = [";
+    for (hosts, warned) in [("2, 3]", true), ("1]", false)] {
+        let path = scenario(dir.path(), &format!("{bulk}{hosts}\n"));
+        for cmd in ["check", "run"] {
+            let out_dir = dir.path().join("out");
+            let mut args = vec![cmd, path.to_str().unwrap()];
+            if cmd == "run" {
+                args.extend(["--out", out_dir.to_str().unwrap(), "--quiet"]);
+            }
+            let out = sluice_in(dir.path(), &args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            assert_eq!(
+                err.contains("warning: no flow belongs to class \"bulk\""),
+                warned,
+                "hosts = [{hosts}, {cmd}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_whole_seed_range_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), "");
     let out_dir = dir.path().join("out");
     let out = sluice_in(
         dir.path(),
-        &["run", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--quiet", "--seed", "9223372036854775808"],
+        &[
+            "run",
+            path.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--quiet",
+            "--seed",
+            "9223372036854775808",
+        ],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["seed"].as_u64(), Some(9_223_372_036_854_775_808));
 }
 
@@ -237,9 +321,17 @@ fn report_refuses(file: &str, body: &str, needles: &[&str]) {
 
 #[test]
 fn report_refuses_nan_inf_and_negative_figures() {
-    report_refuses("queues.csv", "t_ns,node,port,bytes\n0,sw0,1,5\n10,sw0,1,NaN\n", &["queues.csv", "line 3", "column `bytes`"]);
+    report_refuses(
+        "queues.csv",
+        "t_ns,node,port,bytes\n0,sw0,1,5\n10,sw0,1,NaN\n",
+        &["queues.csv", "line 3", "column `bytes`"],
+    );
     report_refuses("queues.csv", "t_ns,node,port,bytes\n-5,sw0,1,5\n", &["line 2", "column `t_ns`"]);
-    report_refuses("utilization.csv", "node,port,tx_bytes,utilization\nsw0,1,100,inf\n", &["utilization.csv", "line 2", "column `utilization`"]);
+    report_refuses(
+        "utilization.csv",
+        "node,port,tx_bytes,utilization\nsw0,1,100,inf\n",
+        &["utilization.csv", "line 2", "column `utilization`"],
+    );
     report_refuses(
         "fct_buckets.csv",
         "class,bucket_lo_bytes,bucket_hi_bytes,count,fct_mean_ns,fct_p50_ns,fct_p99_ns,slowdown_mean,slowdown_p50,slowdown_p95,slowdown_p99,slowdown_p999\ndefault,0,100,3,-1,1,1,1,1,1,1,1\n",

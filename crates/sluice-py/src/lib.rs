@@ -46,7 +46,8 @@ fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result
     Ok((loaded, world))
 }
 
-/// Simulates a scenario and writes the run's files into `out`; returns summary.json's text.
+/// Simulates a scenario and writes the run's files into `out`; returns summary.json's text and the
+/// run's warnings (flows cut short by sim.duration, classes no flow uses).
 #[pyfunction]
 fn run(
     py: Python<'_>,
@@ -55,7 +56,7 @@ fn run(
     base_dir: String,
     overrides: Vec<String>,
     out: String,
-) -> PyResult<String> {
+) -> PyResult<(String, Vec<String>)> {
     guarded(py, move || {
         let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
         let started = std::time::Instant::now();
@@ -70,16 +71,23 @@ fn run(
             git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
         };
         let summary = metrics::write_run(&world, out, wall, &provenance).map_err(|e| e.to_string())?;
-        serde_json::to_string(&summary).map_err(|e| e.to_string())
+        let warnings = metrics::warnings(&loaded, &world);
+        Ok((serde_json::to_string(&summary).map_err(|e| e.to_string())?, warnings))
     })
 }
 
 /// Validates a scenario; returns the line `sluice check` prints.
 #[pyfunction]
-fn check(py: Python<'_>, text: String, file: String, base_dir: String, overrides: Vec<String>) -> PyResult<String> {
+fn check(
+    py: Python<'_>,
+    text: String,
+    file: String,
+    base_dir: String,
+    overrides: Vec<String>,
+) -> PyResult<(String, Vec<String>)> {
     guarded(py, move || {
         let (loaded, world) = build(&text, &file, &base_dir, &overrides)?;
-        Ok(metrics::describe(&loaded, &world))
+        Ok((metrics::describe(&loaded, &world), metrics::warnings(&loaded, &world)))
     })
 }
 

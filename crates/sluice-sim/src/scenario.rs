@@ -615,7 +615,12 @@ fn known_classes(defined: &[String], set: &[(String, String)]) -> Result<(), Str
             (p.ends_with(".class") || p.starts_with("policy.")) && v.split_once('=').is_some_and(|(_, v)| v.trim().trim_matches('"') == name)
         });
         if name != "default" && !defined.iter().any(|d| d == name) && !assigned {
-            let list = if defined.is_empty() { "it defines none besides default".to_string() } else { format!("its classes are default, {}", defined.join(", ")) };
+            let others: Vec<&str> = defined.iter().map(String::as_str).filter(|d| *d != "default").collect();
+            let list = if others.is_empty() {
+                "it defines none besides default".to_string()
+            } else {
+                format!("its classes are default, {}", others.join(", "))
+            };
             return Err(format!("--set {o}: the scenario has no class \"{name}\" and no flow would use it; {list}"));
         }
     }

@@ -758,6 +758,10 @@ impl World {
     pub fn requests(&self) -> &[Request] {
         &self.requests
     }
+    /// Whether closed-loop applications open flows as the run goes.
+    pub fn has_applications(&self) -> bool {
+        !self.apps.is_empty()
+    }
     /// Traffic classes, by index.
     pub fn classes(&self) -> &[ClassRuntime] {
         &self.classes

@@ -13,7 +13,7 @@ pub mod telemetry;
 pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
-pub use run_dir::{describe, prepare_run_dir, write_run, Provenance, OWNED_FILES};
+pub use run_dir::{describe, prepare_run_dir, warnings, write_run, Provenance, OWNED_FILES};
 pub use series::{port_name, write_cwnd_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
 pub use summary::{summarize, Summary};
 

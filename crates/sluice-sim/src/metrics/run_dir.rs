@@ -100,6 +100,56 @@ pub fn write_run(world: &World, dir: &Path, wall_s: f64, provenance: &Provenance
     Ok(summary)
 }
 
+/// What a user should know about a run's figures (after `run`) or a scenario (before it) that is
+/// not an error: sized flows cut short by `sim.duration`, classes no flow uses. The CLI prints
+/// each as a warning, the Python package raises each as a `SluiceWarning`.
+pub fn warnings(loaded: &LoadedScenario, world: &World) -> Vec<String> {
+    unfinished(loaded, world).into_iter().chain(unused_classes(world)).collect()
+}
+
+/// Why sized flows are missing from the FCT figures, when the run stopped at `sim.duration` before
+/// they finished.
+fn unfinished(loaded: &LoadedScenario, world: &World) -> Option<String> {
+    let duration = loaded.scenario.sim.duration?;
+    let finite = world.flows().iter().filter(|f| f.size.is_some());
+    let (total, unfinished) = finite.fold((0, 0), |(t, u), f| (t + 1, u + usize::from(f.finish.is_none())));
+    (unfinished > 0 && world.now() >= duration).then(|| {
+        format!(
+            "{unfinished} of {total} sized flows did not finish: the run stopped at sim.duration = {duration}; \
+             they have no FCT in flows.csv and are left out of the FCT and slowdown figures (raise sim.duration, \
+             or leave it out so the run ends when every flow is done)"
+        )
+    })
+}
+
+/// Classes the scenario configures but no flow belongs to, whose settings therefore change
+/// nothing. Before a run, applications have not opened their flows yet, so a scenario with
+/// applications is judged only after its run.
+fn unused_classes(world: &World) -> Option<String> {
+    if world.events() == 0 && world.has_applications() {
+        return None;
+    }
+    let mut used = vec![false; world.classes().len()];
+    for f in world.flows() {
+        used[f.class as usize] = true;
+    }
+    let unused: Vec<String> = world
+        .classes()
+        .iter()
+        .zip(&used)
+        .filter(|(c, used)| !**used && c.name != "default")
+        .map(|(c, _)| format!("\"{}\"", c.name))
+        .collect();
+    (!unused.is_empty()).then(|| {
+        let these = if unused.len() == 1 { "class" } else { "classes" };
+        format!(
+            "no flow belongs to {these} {}, so {} settings change nothing (flows join a class by its [classes.<name>.match] rules or a [policy] intent mapped to it)",
+            unused.join(", "),
+            if unused.len() == 1 { "its" } else { "their" },
+        )
+    })
+}
+
 /// What `sluice check` says about a valid scenario: what it builds.
 pub fn describe(loaded: &LoadedScenario, world: &World) -> String {
     let nodes = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len();
