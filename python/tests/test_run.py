@@ -36,6 +36,17 @@ def test_a_run_cut_short_by_the_duration_warns_how_many_flows_did_not_finish(rep
         sluice.run(repo / "scenarios" / "quickstart.toml")
 
 
+def test_check_raises_with_every_problem_one_a_line(repo):
+    text = (repo / "scenarios" / "dctcp_two_flows.toml").read_text()
+    bad = text.replace("[switch]", "[switch]\nbufer = 1\npriorities = 0", 1)
+    assert bad != text
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.check(bad)
+    problems = str(e.value).splitlines()
+    assert len(problems) == 2 and "switch.bufer: unknown field" in problems[0], problems
+    assert "switch.priorities: expected 1 to 8 queues" in problems[1], problems
+
+
 def test_a_class_no_flow_belongs_to_warns_at_check_and_in_a_sweep(repo, tmp_path):
     text = (repo / "scenarios" / "dctcp_two_flows.toml").read_text() + '\n[classes.idle]\ncc = "cubic"\n'
     with pytest.warns(sluice.SluiceWarning, match='no flow belongs to class "idle"'):

@@ -140,8 +140,18 @@ fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), S
     Ok((loaded, world))
 }
 
+/// Prints what a valid scenario builds, or every problem it has (one `error:` line each).
 fn check(path: &Path, overrides: &[String]) -> Result<()> {
-    let (loaded, world) = build(path, overrides)?;
+    let (loaded, world) = match sluice_sim::check::check(path, overrides) {
+        Ok(built) => built,
+        Err(problems) => {
+            let (last, others) = problems.split_last().expect("a failed check names a problem");
+            for p in others {
+                eprintln!("error: {p}");
+            }
+            return Err(last.clone().into());
+        }
+    };
     println!("{}", sluice_sim::metrics::describe(&loaded, &world));
     for warning in sluice_sim::metrics::warnings(&loaded, &world) {
         eprintln!("warning: {warning}");

@@ -254,6 +254,25 @@ fn set_of_an_unknown_class_is_refused() {
 }
 
 #[test]
+fn check_lists_every_problem_in_one_pass() {
+    let extra = "[switch]\nbufer = \"1MB\"\nalpha = -1\n\n[classes.default]\ncc = \"nosuch\"\n\n\
+                 [[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 9, size = \"1KB\" }]\n";
+    let err = refused(extra, &["--set", "sim.seed=\"x\""], &[]);
+    let problems: Vec<&str> = err.lines().collect();
+    let expected = [
+        "--set sim.seed=\"x\": sim.seed: expected a whole number",
+        "s.toml:11: switch.bufer: unknown field",
+        "s.toml:12: switch.alpha: expected a positive number",
+        "s.toml:15: classes.default.cc: unknown congestion control \"nosuch\"",
+        "workloads[0].flows[0].dst: host 9 does not exist",
+    ];
+    assert_eq!(problems.len(), expected.len(), "one line a problem, no follow-on: {err}");
+    for (line, want) in problems.iter().zip(expected) {
+        assert!(line.starts_with("error: ") && line.contains(want), "{want:?} in {line:?}");
+    }
+}
+
+#[test]
 fn set_of_an_unknown_class_lists_each_class_once() {
     let err =
         refused("[classes.default]\ncc = \"dctcp\"\n", &["--set", "classes.query.cc=dctcp"], &["no class \"query\""]);

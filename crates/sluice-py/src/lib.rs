@@ -76,7 +76,8 @@ fn run(
     })
 }
 
-/// Validates a scenario; returns the line `sluice check` prints.
+/// Validates a scenario; returns the line `sluice check` prints and its warnings, or raises with
+/// every problem, one a line.
 #[pyfunction]
 fn check(
     py: Python<'_>,
@@ -86,7 +87,8 @@ fn check(
     overrides: Vec<String>,
 ) -> PyResult<(String, Vec<String>)> {
     guarded(py, move || {
-        let (loaded, world) = build(&text, &file, &base_dir, &overrides)?;
+        let (loaded, world) = sluice_sim::check::check_text(&text, &file, Path::new(&base_dir), &overrides)
+            .map_err(|problems| problems.iter().map(ScenarioError::to_string).collect::<Vec<_>>().join("\n"))?;
         Ok((metrics::describe(&loaded, &world), metrics::warnings(&loaded, &world)))
     })
 }

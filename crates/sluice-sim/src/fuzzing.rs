@@ -18,7 +18,9 @@ pub fn scenario(data: &[u8]) -> Result<(), String> {
             assert!(!e.contains(&format!("expected {rust}")), "an error speaks Rust ({rust}): {e}");
         }
         assert!(!e.contains("untagged enum"), "an error speaks Rust: {e}");
-        assert!(!e.trim_end().ends_with(':'), "an error without a reason: {e}");
+        for problem in e.lines() {
+            assert!(!problem.trim_end().ends_with(':'), "an error without a reason: {problem}");
+        }
     }
     result
 }
@@ -28,10 +30,9 @@ fn check_scenario(data: &[u8]) -> Result<(), String> {
     let (toml, sets) = text.split_once(OVERRIDES).unwrap_or((&text, ""));
     let overrides: Vec<String> = sets.lines().filter(|l| !l.is_empty()).map(String::from).collect();
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-    let loaded = crate::scenario::parse(toml, "fuzz.toml", &base, &overrides).map_err(|e| e.to_string())?;
-    let located = |m: String| loaded.error_at(m).to_string();
-    let graph = loaded.scenario.topology.build(&loaded.base_dir).map_err(located)?;
-    crate::scenario::prepare(&loaded, &graph).map(|_| ()).map_err(located)
+    crate::check::check_text(toml, "fuzz.toml", &base, &overrides)
+        .map(|_| ())
+        .map_err(|problems| problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))
 }
 
 /// Parses a CDF file and draws from it.

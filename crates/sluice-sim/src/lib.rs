@@ -2,6 +2,7 @@
 //! platform. Build a [`world::World`] from a [`scenario`], run it, and read [`metrics`].
 
 pub mod cc;
+pub mod check;
 pub mod context;
 pub mod event;
 pub mod flow;

@@ -507,6 +507,18 @@ pub fn load(path: &Path, overrides: &[String]) -> Result<LoadedScenario, Scenari
 
 /// Parses scenario text; `file` names it in errors.
 pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
+    parse_without(text, file, base_dir, overrides, &[])
+}
+
+/// [`parse`], with the keys at the paths `set_aside` removed once the overrides are applied: how
+/// [`crate::check`] reads on past a problem.
+pub(crate) fn parse_without(
+    text: &str,
+    file: &str,
+    base_dir: &Path,
+    overrides: &[String],
+    set_aside: &[String],
+) -> Result<LoadedScenario, ScenarioError> {
     let err = |line, message| ScenarioError { file: file.to_string(), line, message };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         let line = e.span().map(|s| line_at(text, s.start));
@@ -528,13 +540,16 @@ pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> R
     }
     tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &set, &key, m, None))?;
     known_classes(&defined, &set).map_err(|m| err(None, m))?;
+    for key in set_aside {
+        crate::check::remove(&mut doc, key);
+    }
     let edited = doc.to_string();
     let de = toml::Deserializer::new(&edited);
     let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.inner();
-        // Spans point into the edited text, which matches the user's only without overrides.
-        let line = if set.is_empty() { inner.span().map(|s| line_at(&edited, s.start)) } else { None };
+        // Spans point into the edited text, which matches the user's only when nothing was changed.
+        let line = if set.is_empty() && set_aside.is_empty() { inner.span().map(|s| line_at(&edited, s.start)) } else { None };
         let msg = in_words(inner.message().trim());
         if path == "." || path.is_empty() {
             err(line, msg)
