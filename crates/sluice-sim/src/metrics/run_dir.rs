@@ -143,7 +143,7 @@ fn unused_classes(world: &World) -> Option<String> {
     (!unused.is_empty()).then(|| {
         let these = if unused.len() == 1 { "class" } else { "classes" };
         format!(
-            "no flow belongs to {these} {}, so {} settings change nothing (flows join a class by its [classes.<name>.match] rules or a [policy] intent mapped to it)",
+            "no flow belongs to {these} {}, so {} settings change nothing (flows join a class by a workload's class key, the class's [classes.<name>.match] rules or a [policy] intent mapped to it)",
             unused.join(", "),
             if unused.len() == 1 { "its" } else { "their" },
         )
