@@ -357,3 +357,17 @@ fn report_refuses_nan_inf_and_negative_figures() {
         &["fct_buckets.csv", "line 2", "column `fct_mean_ns`"],
     );
 }
+
+#[test]
+fn tlt_settings_are_refused_at_their_keys() {
+    refused("[tlt]\nenable = true\n", &[], &["s.toml:11: tlt.enable: unknown field `enable`", "`enabled` or `threshold`"]);
+    refused("[tlt]\nenabled = true\nthreshold = \"lots\"\n", &[], &["s.toml:12: tlt.threshold", "size"]);
+    // No ECN step threshold to default to: the port is named, and the paper's guideline given.
+    refused("[tlt]\nenabled = true\n", &[], &["tlt.threshold: required", "sw0->h0", "max(K, BDP)"]);
+    refused(
+        "[switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n[switch.ports.\"sw0->h1\"]\ntlt_threshold = \"100B\"\n[tlt]\nenabled = true\n",
+        &[],
+        &["switch.ports.\"sw0->h1\".tlt_threshold", "at least one full frame (1538 bytes)"],
+    );
+    refused("[[workloads]]\nkind = \"incast\"\nsenders = [1]\nreceiver = 0\nsize = \"1KB\"\nflows_per_sender = 0\n", &[], &["workloads[0].flows_per_sender", "at least 1"]);
+}

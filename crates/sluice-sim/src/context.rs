@@ -68,6 +68,8 @@ pub enum DropReason {
     Ttl,
     /// Not ECN-capable where an ECT packet would have been marked, and the port drops those.
     EcnUnable,
+    /// An unimportant packet at a port whose unimportant bytes reached TLT's colour threshold.
+    Colour,
 }
 
 /// Network-wide packet counters.
@@ -85,6 +87,8 @@ pub struct Counters {
     pub drops_ttl: u64,
     /// Non-ECT packets dropped where an ECT packet would have been marked.
     pub drops_ecn_unable: u64,
+    /// Unimportant packets dropped at TLT's colour threshold.
+    pub drops_colour: u64,
     /// CE marks set by switches.
     pub ecn_marks: u64,
     /// Data segments sent (first transmissions and retransmissions).
@@ -94,7 +98,7 @@ pub struct Counters {
 impl Counters {
     /// All drops.
     pub fn drops(&self) -> u64 {
-        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable
+        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable + self.drops_colour
     }
 }
 
@@ -150,6 +154,7 @@ impl Cx<'_> {
             DropReason::LinkLoss => c.drops_link_loss += 1,
             DropReason::Ttl => c.drops_ttl += 1,
             DropReason::EcnUnable => c.drops_ecn_unable += 1,
+            DropReason::Colour => c.drops_colour += 1,
         }
         self.release(pkt);
     }

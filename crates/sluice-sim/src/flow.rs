@@ -5,7 +5,7 @@
 
 use crate::cc::negotiation::Negotiation;
 use crate::time::Time;
-use crate::transport::tcp::{Sender, TcpConnection, TimeoutRecord};
+use crate::transport::tcp::{Sender, TcpConnection, TimeoutRecord, TltCounts};
 use crate::transport::Transport;
 use std::collections::VecDeque;
 
@@ -59,6 +59,7 @@ struct Kept {
     int_enabled: bool,
     retransmits: u64,
     timeouts: Vec<TimeoutRecord>,
+    tlt: Option<TltCounts>,
 }
 
 impl Flow {
@@ -127,6 +128,14 @@ impl Flow {
         self.sender().map_or(self.kept.retransmits, |s| s.retransmits)
     }
 
+    /// TLT's counters, when the flow used TLT.
+    pub fn tlt(&self) -> Option<TltCounts> {
+        match self.sender() {
+            Some(s) => s.tlt.as_ref().map(|t| t.counts),
+            None => self.kept.tlt,
+        }
+    }
+
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
         match self.sender() {
@@ -170,6 +179,7 @@ impl Flow {
                 self.kept.int_enabled = s.int_enabled();
                 self.kept.retransmits = s.retransmits;
                 self.kept.timeouts = s.timeouts.clone();
+                self.kept.tlt = s.tlt.as_ref().map(|t| t.counts);
             }
         }
     }

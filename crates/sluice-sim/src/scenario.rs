@@ -47,6 +47,21 @@ pub struct Scenario {
     /// Bounds on what the scenario may create, checked before anything is allocated.
     #[serde(default)]
     pub limits: Limits,
+    /// TLT: important-packet marking at hosts and colour-aware dropping at switches.
+    #[serde(default)]
+    pub tlt: TltConfig,
+}
+
+/// `[tlt]`: timeout-less transport (Lim et al., EuroSys 2021) for every flow and switch port.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TltConfig {
+    /// Senders mark important packets, receivers echo them, switches drop unimportant ones first.
+    pub enabled: bool,
+    /// Every switch port's colour threshold, unless a rate or port entry sets `tlt_threshold`:
+    /// an unimportant packet is dropped when the port's unimportant bytes plus it would reach
+    /// this. Default: the port's ECN step threshold K.
+    pub threshold: Option<Bytes>,
 }
 
 /// `[limits]`: the most a scenario may create. `check` estimates each before the run and refuses
@@ -268,8 +283,9 @@ impl Default for SwitchConfig {
 
 impl SwitchConfig {
     /// Each switch port's queue discipline by global port id (host ports get the default):
-    /// a named port's entry wins over its rate's, which wins over `[switch.ecn]`.
-    fn disciplines(&self, graph: &Graph, names: &[String]) -> Result<Vec<Discipline>, String> {
+    /// a named port's entry wins over its rate's, which wins over `[switch.ecn]` (and, for the
+    /// colour threshold, `[tlt]`). A colour threshold must hold at least one frame of `frame` bytes.
+    fn disciplines(&self, graph: &Graph, names: &[String], tlt: &TltConfig, frame: u64) -> Result<Vec<Discipline>, String> {
         let mut by_rate = Vec::new();
         for (key, cfg) in &self.rates {
             let rate = Rate::parse(key).map_err(|e| format!("switch.rates.\"{key}\": {e}"))?;
@@ -288,7 +304,7 @@ impl SwitchConfig {
         let default = self.ecn.discipline("switch.ecn", None)?;
         let mut out = Vec::with_capacity(total);
         for (n, plist) in node_ports.iter().enumerate() {
-            for &(li, _) in plist {
+            for &(li, peer) in plist {
                 let p = out.len();
                 if !matches!(graph.nodes[n], crate::net::topology::NodeKind::Switch { .. }) {
                     out.push(Discipline::default());
@@ -296,12 +312,16 @@ impl SwitchConfig {
                 }
                 let rate = graph.links[li].rate;
                 let mut d = default;
+                let mut colour = tlt.threshold.map(|b| (b.0, "tlt.threshold".to_string()));
                 let mut apply = |cfg: &PortConfig, prefix: String| -> Result<(), String> {
                     if let Some(ecn) = &cfg.ecn {
                         d = ecn.discipline(&format!("{prefix}.ecn"), d.limit)?;
                     }
                     if let Some(b) = cfg.buffer {
                         d.limit = Some(b.0);
+                    }
+                    if let Some(b) = cfg.tlt_threshold {
+                        colour = Some((b.0, format!("{prefix}.tlt_threshold")));
                     }
                     Ok(())
                 };
@@ -310,6 +330,23 @@ impl SwitchConfig {
                 }
                 if let Some((key, cfg)) = by_port[p] {
                     apply(cfg, format!("switch.ports.\"{key}\""))?;
+                }
+                if tlt.enabled {
+                    let bytes = match (colour, d.marking) {
+                        (Some((b, key)), _) if b < frame => {
+                            return Err(format!("{key}: expected at least one full frame ({frame} bytes), got {b} bytes"));
+                        }
+                        (Some((b, _)), _) => b,
+                        (None, crate::net::qdisc::Marking::Step(step)) => step.k.max(frame),
+                        (None, _) => {
+                            return Err(format!(
+                                "tlt.threshold: required, since port {}->{} marks no ECN step threshold K to default to \
+                                 (the paper's guideline: the base transport's steady-state maximum queue, max(K, BDP) for DCTCP)",
+                                names[n], names[peer]
+                            ));
+                        }
+                    };
+                    d.colour = Some(crate::net::qdisc::ColourThreshold { bytes });
                 }
                 out.push(d);
             }
@@ -564,7 +601,7 @@ pub(crate) fn parse_without(
 const TABLE_KEYS: &[&str] = &[
     "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
     "classes.*.match", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
-    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits",
+    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt",
 ];
 
 /// Refuses a list where the schema has a table (`sim = ["5ms", 7, false]`), which serde would
@@ -913,7 +950,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     }
 
     let names = crate::net::naming::node_names(graph);
-    let disciplines = sc.switch.disciplines(graph, &names)?;
+    let disciplines = sc.switch.disciplines(graph, &names, &sc.tlt, sc.transport.frame(sc.transport.mss()) as u64)?;
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
     let capture = match &sc.output.pcap {
@@ -1004,7 +1041,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         buffer: (sc.switch.buffer.0, sc.switch.alpha),
         priorities: sc.switch.priorities,
         disciplines,
-        tcp: sc.transport.clone(),
+        tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
         classes,
         flows,
         apps,

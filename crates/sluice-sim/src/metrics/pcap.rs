@@ -22,8 +22,10 @@
 //! - **Flags.** SYN, FIN, ECE and CWR as set; ACK on every segment but the initial SYN (the
 //!   receiver never sends data, so a forward segment acknowledges the peer's SYN: `ISN_r + 1`).
 //! - **IP header.** 20 bytes, DF set, identification 0; ECN from [`Packet::ecn`] (Not-ECT `00`,
-//!   ECT(0) `10`, CE `11`); DSCP is the simulator's switch priority `prio` verbatim (0 = highest),
-//!   so `ip.dsfield.dscp == 1` selects priority 1; TTL from [`Packet::ttl`].
+//!   ECT(0) `10`, CE `11`); DSCP's low three bits are the simulator's switch priority `prio`
+//!   (0 = highest), its next two TLT's colour ([`dscp`]), so without TLT `ip.dsfield.dscp == 1`
+//!   selects priority 1 and with it `ip.dsfield.dscp >= 8` selects the important packets; TTL
+//!   from [`Packet::ttl`].
 //! - **TCP options**, each group 4-byte aligned, at most 40 bytes in all:
 //!   the SYN and SYN-ACK carry SACK-permitted, timestamps and window scale 14 (`04 02 | 08 0a
 //!   TSval TSecr | 01 03 03 0e`); every other segment carries `01 01 | 08 0a TSval TSecr`. TSval
@@ -44,7 +46,7 @@
 //!
 //! [`TcpInt::encode`]: crate::packet::tcp_int::TcpInt::encode
 
-use crate::packet::{flags, Ecn, Packet};
+use crate::packet::{flags, Colour, Ecn, Packet};
 use crate::time::Time;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
@@ -87,6 +89,18 @@ pub fn host_mac(h: u32) -> [u8; 6] {
 /// The source port of a flow's sender.
 pub fn client_port(flow: u32) -> u16 {
     CLIENT_PORT_BASE + (flow % CLIENT_PORTS) as u16
+}
+
+/// The DSCP a packet carries: its priority (0-7) in the low three bits, its TLT colour above
+/// (0 unimportant, 1 important, 2 important echo, 3 control).
+pub fn dscp(pkt: &Packet) -> u8 {
+    let colour = match pkt.colour {
+        Colour::Unimportant => 0,
+        Colour::Important => 1,
+        Colour::Echo => 2,
+        Colour::Control => 3,
+    };
+    pkt.prio.min(7) | colour << 3
 }
 
 /// The initial sequence number of one side of a flow: `forward` for the sender's, else the
@@ -184,7 +198,7 @@ fn build(pkt: &Packet, out: &mut Vec<u8>) -> io::Result<u32> {
         Ecn::Ect => 0b10,
         Ecn::Ce => 0b11,
     };
-    out.extend_from_slice(&[0x45, (pkt.prio.min(63) << 2) | ecn, 0, 0, 0, 0, 0x40, 0, pkt.ttl, 6, 0, 0]);
+    out.extend_from_slice(&[0x45, (dscp(pkt) << 2) | ecn, 0, 0, 0, 0, 0x40, 0, pkt.ttl, 6, 0, 0]);
     let (src, dst) = (host_ipv4(pkt.src), host_ipv4(pkt.dst));
     out.extend_from_slice(&src);
     out.extend_from_slice(&dst);

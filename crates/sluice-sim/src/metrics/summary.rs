@@ -65,6 +65,18 @@ pub struct DropCounts {
     pub ttl: u64,
     /// Non-ECT packets dropped at the ECN marking threshold.
     pub ecn_unable: u64,
+    /// Unimportant packets dropped at TLT's colour threshold.
+    pub colour: u64,
+}
+
+/// TLT over the run: what senders marked and what switches dropped for colour.
+#[derive(Clone, Debug, Serialize)]
+pub struct TltSummary {
+    /// Counts summed over flows.
+    #[serde(flatten)]
+    pub counts: crate::transport::tcp::TltCounts,
+    /// Unimportant packets dropped at a colour threshold.
+    pub colour_drops: u64,
 }
 
 /// Everything `summary.json` holds, in its order.
@@ -106,6 +118,9 @@ pub struct Summary {
     pub retransmits: u64,
     /// PFC pause frames (sluice models lossy Ethernet: always 0).
     pub pfc_pauses: u64,
+    /// TLT's counts, when the run used TLT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tlt: Option<TltSummary>,
     /// Packets hosts put on the wire.
     pub packets_sent: u64,
     /// Data segments sent.
@@ -215,11 +230,19 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         request_latency_ns,
         classes,
         drops: c.drops(),
-        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable },
+        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable, colour: c.drops_colour },
         ecn_marks: c.ecn_marks,
         timeouts,
         retransmits,
         pfc_pauses: 0,
+        tlt: {
+            let mut flows = world.flows().iter().filter_map(|f| f.tlt()).peekable();
+            flows.peek().is_some().then(|| {
+                let mut counts = crate::transport::tcp::TltCounts::default();
+                flows.for_each(|t| counts += t);
+                TltSummary { counts, colour_drops: c.drops_colour }
+            })
+        },
         packets_sent: c.packets_sent,
         data_packets: c.data_packets,
         utilization,

@@ -1,6 +1,7 @@
-//! An egress queue: strict-priority bands of packets, with byte counts per band.
+//! An egress queue: strict-priority bands of packets, with byte counts per band and of the
+//! unimportant (TLT) packets queued.
 
-use crate::packet::Packet;
+use crate::packet::{Colour, Packet};
 use std::collections::VecDeque;
 
 /// Strict-priority bands of one egress port (band 0 is served first).
@@ -9,18 +10,25 @@ pub struct PortQueue {
     bands: Vec<VecDeque<Packet>>,
     band_bytes: Vec<u64>,
     bytes: u64,
+    unimportant: u64,
 }
 
 impl PortQueue {
     /// A queue with `bands` priority levels.
     pub fn new(bands: usize) -> PortQueue {
-        PortQueue { bands: (0..bands.max(1)).map(|_| VecDeque::new()).collect(), band_bytes: vec![0; bands.max(1)], bytes: 0 }
+        PortQueue { bands: (0..bands.max(1)).map(|_| VecDeque::new()).collect(), band_bytes: vec![0; bands.max(1)], bytes: 0, unimportant: 0 }
     }
 
     /// Bytes queued over all bands.
     #[inline]
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes of unimportant packets queued over all bands (what TLT's colour threshold bounds).
+    #[inline]
+    pub fn unimportant_bytes(&self) -> u64 {
+        self.unimportant
     }
 
     /// Bytes queued in the band a packet of priority `prio` joins.
@@ -47,6 +55,9 @@ impl PortQueue {
         let b = self.band(p.prio);
         self.band_bytes[b] += p.wire_bytes as u64;
         self.bytes += p.wire_bytes as u64;
+        if p.colour == Colour::Unimportant {
+            self.unimportant += p.wire_bytes as u64;
+        }
         self.bands[b].push_back(p);
     }
 
@@ -57,6 +68,9 @@ impl PortQueue {
             if let Some(p) = q.pop_front() {
                 self.band_bytes[b] -= p.wire_bytes as u64;
                 self.bytes -= p.wire_bytes as u64;
+                if p.colour == Colour::Unimportant {
+                    self.unimportant -= p.wire_bytes as u64;
+                }
                 return Some(p);
             }
         }

@@ -69,8 +69,7 @@ impl Switch {
             self.egress(local, pkt, ports, cx);
             return;
         }
-        let band_bytes = port.queue.band_bytes(pkt.prio);
-        match port.discipline.admit(&pkt, band_bytes, port.queue.bytes(), &self.buffer, port.rate, now, &mut cx.rng.ecn) {
+        match port.discipline.admit(&pkt, &port.queue, &self.buffer, port.rate, now, &mut cx.rng.ecn) {
             Verdict::Drop(reason) => cx.drop_packet(&pkt, reason),
             Verdict::Queue { ce } => {
                 if ce {

@@ -89,6 +89,28 @@ pub enum Ecn {
     Ce,
 }
 
+/// A packet's TLT colour, carried in its DSCP: which packets a switch may drop first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Colour {
+    /// Data whose loss the ACK clock detects; also every packet of a run without TLT.
+    #[default]
+    Unimportant,
+    /// The data packet whose loss would stall the flow until a timeout (at most one in flight).
+    Important,
+    /// The ACK that answers an important packet.
+    Echo,
+    /// SYN, SYN-ACK, FIN and pure ACKs.
+    Control,
+}
+
+impl Colour {
+    /// True for every colour a switch must not drop before the unimportant ones.
+    #[inline]
+    pub fn is_important(self) -> bool {
+        self != Colour::Unimportant
+    }
+}
+
 /// A SACK block as offsets from the ACK number, so it fits in 8 bytes like the wire format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SackBlock {
@@ -132,6 +154,8 @@ pub struct Packet {
     pub ttl: u8,
     /// Switch priority queue (0 = highest).
     pub prio: u8,
+    /// TLT colour (DSCP).
+    pub colour: Colour,
     /// On an ACK: the switch hops the acknowledged data crossed, echoed by the receiver.
     pub hops_echo: Option<u8>,
     /// Negotiation bits, on SYN and SYN-ACK.
@@ -175,7 +199,7 @@ impl Packet {
     }
 
     /// The SACK blocks carried, as absolute sequence ranges.
-    pub fn sack_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn sack_ranges(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
         self.sack[..self.sack_len as usize]
             .iter()
             .map(|b| (self.ack + b.start as u64, self.ack + b.end as u64))

@@ -100,11 +100,14 @@ pub fn all_to_all(hosts: &[usize], size: u64, start: Time) -> Vec<FlowSpec> {
 }
 
 /// Poisson incast events: each event picks a receiver and `fan_in` distinct senders among
-/// `hosts`, each sending `size`; events arrive so that the receivers' links carry `load` on
-/// average (rate per event = load x sum of receiver link rates / (fan_in x size x 8)).
+/// `hosts`, each sending `per_sender` flows of `size`; events arrive so that the receivers' links
+/// carry `load` on average (rate per event = load x sum of receiver link rates / (fan_in x
+/// per_sender x size x 8)).
+#[allow(clippy::too_many_arguments)]
 pub fn poisson_incast(
     hosts: &[(usize, Rate)],
     fan_in: usize,
+    per_sender: usize,
     size: u64,
     load: f64,
     start: Time,
@@ -112,7 +115,7 @@ pub fn poisson_incast(
     rng: &mut Xoshiro256PlusPlus,
 ) -> Vec<FlowSpec> {
     let capacity: f64 = hosts.iter().map(|h| h.1 .0 as f64).sum();
-    let gap = (fan_in as f64 * size as f64 * 8.0) / (load * capacity);
+    let gap = (fan_in as f64 * per_sender as f64 * size as f64 * 8.0) / (load * capacity);
     let end = start.secs_f64() + duration.secs_f64();
     let mut out = Vec::new();
     let mut t = start.secs_f64() + exp_gap(rng, gap);
@@ -120,7 +123,9 @@ pub fn poisson_incast(
         let (receiver, _) = *hosts.choose(rng).expect("hosts are validated non-empty");
         let others: Vec<usize> = hosts.iter().map(|h| h.0).filter(|&h| h != receiver).collect();
         for &src in others.choose_multiple(rng, fan_in) {
-            out.push(FlowSpec { src, dst: receiver, size: Some(size), start: Time::from_secs_f64(t), ..FlowSpec::default() });
+            for _ in 0..per_sender {
+                out.push(FlowSpec { src, dst: receiver, size: Some(size), start: Time::from_secs_f64(t), ..FlowSpec::default() });
+            }
         }
         t += exp_gap(rng, gap);
     }
@@ -157,7 +162,7 @@ mod tests {
         let hosts: Vec<(usize, Rate)> = (0..16).map(|h| (h, Rate(10_000_000_000))).collect();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
         let dur = Time::from_secs_f64(0.2);
-        let flows = poisson_incast(&hosts, 8, 64_000, 0.2, Time::ZERO, dur, &mut rng);
+        let flows = poisson_incast(&hosts, 8, 1, 64_000, 0.2, Time::ZERO, dur, &mut rng);
         let offered = flows.iter().map(|f| f.size.unwrap() as f64 * 8.0).sum::<f64>() / (0.2 * 16.0 * 1e10);
         // About 1250 events: the Poisson count's relative standard error is under 3%.
         assert!((offered - 0.2).abs() / 0.2 < 0.09, "offered {offered}");

@@ -1,5 +1,6 @@
 //! Synchronized incast: in each round every sender sends a response of the same size to one
-//! receiver; the next round starts when the last response of the round has arrived.
+//! receiver (a sender listed k times opens k flows); the next round starts when the last
+//! response of the round has arrived.
 
 use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos};

@@ -176,6 +176,8 @@ pub struct WorkloadConfig {
     pub rounds: Option<u32>,
     /// kind = "incast" with `load`: senders per event.
     pub fan_in: Option<usize>,
+    /// kind = "incast": flows each sender opens per round or event (default 1).
+    pub flows_per_sender: Option<u32>,
     /// kind = "rpc": client hosts.
     pub clients: Option<Vec<usize>>,
     /// kind = "rpc": server hosts.
@@ -254,6 +256,7 @@ impl WorkloadConfig {
             ("duration", self.duration.is_some()),
             ("rounds", self.rounds.is_some()),
             ("fan_in", self.fan_in.is_some()),
+            ("flows_per_sender", self.flows_per_sender.is_some()),
             ("clients", self.clients.is_some()),
             ("servers", self.servers.is_some()),
             ("outstanding", self.outstanding.is_some()),
@@ -510,7 +513,7 @@ impl WorkloadConfig {
                 }
             }
             "incast" if self.load.is_some() => {
-                only(&["hosts", "fan_in", "size", "load", "start", "duration"])?;
+                only(&["hosts", "fan_in", "flows_per_sender", "size", "load", "start", "duration"])?;
                 let members: Vec<(usize, Rate)> =
                     host_list(&self.hosts, "hosts", 2)?.into_iter().map(|h| (h, ctx.host_rates[h])).collect();
                 required(self.fan_in.is_some(), "fan_in")?;
@@ -518,16 +521,20 @@ impl WorkloadConfig {
                 if fan_in == 0 || fan_in >= members.len() {
                     return Err(format!("{key}.fan_in: expected 1 to {} senders (hosts minus the receiver), got {fan_in}", members.len() - 1));
                 }
+                let per_sender = self.flows_per_sender.unwrap_or(1);
+                if per_sender == 0 {
+                    return Err(format!("{key}.flows_per_sender: expected at least 1 flow"));
+                }
                 let size = positive_size(self.size, "size")?;
                 let (load, duration) = (load_of(self.load)?, duration_of(self.duration)?);
                 let capacity: f64 = members.iter().map(|h| h.1 .0 as f64).sum();
                 let expected = load * capacity * duration.secs_f64() / (size as f64 * 8.0);
                 at_most(expected, &format!("load {load} for {duration} in {size}-byte responses"), "duration")?;
                 some_flow(expected, "duration")?;
-                flows(generators::poisson_incast(&members, fan_in, size, load, start, duration, &mut rng))
+                flows(generators::poisson_incast(&members, fan_in, per_sender as usize, size, load, start, duration, &mut rng))
             }
             "incast" => {
-                only(&["senders", "receiver", "size", "rounds", "start"])?;
+                only(&["senders", "receiver", "size", "rounds", "flows_per_sender", "start"])?;
                 required(self.senders.is_some(), "senders")?;
                 required(self.receiver.is_some(), "receiver")?;
                 let receiver = host(self.receiver.unwrap_or_default(), format!("{key}.receiver"))?;
@@ -540,7 +547,13 @@ impl WorkloadConfig {
                 if rounds == 0 {
                     return Err(format!("{key}.rounds: expected at least 1 round"));
                 }
-                at_most(rounds as f64 * senders.len() as f64, &format!("{rounds} rounds of {} senders", senders.len()), "rounds")?;
+                let per_sender = self.flows_per_sender.unwrap_or(1);
+                if per_sender == 0 {
+                    return Err(format!("{key}.flows_per_sender: expected at least 1 flow"));
+                }
+                let per_round = senders.len() as f64 * per_sender as f64;
+                at_most(rounds as f64 * per_round, &format!("{rounds} rounds of {per_round} flows"), "rounds")?;
+                let senders: Vec<usize> = senders.iter().flat_map(|&s| std::iter::repeat_n(s, per_sender as usize)).collect();
                 let app = incast::IncastRounds::new(senders, receiver, size, rounds, start, pick, qos);
                 Ok(Generated { flows: Vec::new(), app: Some(Box::new(app)) })
             }

@@ -1,17 +1,21 @@
-//! Queue disciplines: what a switch port does with an arriving packet. Admission into the shared
-//! buffer (drop-tail with the Broadcom dynamic threshold, plus an optional per-port limit) comes
-//! first, then ECN marking (DCTCP's step or RED with ns-3's semantics). Each mechanism is a file;
-//! a port composes them in [`Discipline`], configured per port, per link rate, or switch-wide.
+//! Queue disciplines: what a switch port does with an arriving packet. TLT's colour-aware dropping
+//! comes first, then admission into the shared buffer (drop-tail with the Broadcom dynamic
+//! threshold, plus an optional per-port limit), then ECN marking (DCTCP's step or RED with ns-3's
+//! semantics). Each mechanism is a file; a port composes them in [`Discipline`], configured per
+//! port, per link rate, or switch-wide.
 
+mod colour;
 mod dynamic_threshold;
 mod ecn_step;
 mod red;
 
+pub use colour::ColourThreshold;
 pub use dynamic_threshold::SharedBuffer;
 pub use ecn_step::EcnStep;
 pub use red::{Red, RedDecision, RedParams, Spacing};
 
 use crate::context::DropReason;
+use crate::net::queue::PortQueue;
 use crate::packet::{Ecn, Packet};
 use crate::time::{Bytes, Rate, Time};
 use rand::Rng;
@@ -48,9 +52,11 @@ pub enum Verdict {
     Drop(DropReason),
 }
 
-/// One port's discipline: its admission limit and its marking.
+/// One port's discipline: its colour threshold, its admission limit and its marking.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Discipline {
+    /// TLT: unimportant packets are dropped before the port's unimportant bytes reach this.
+    pub colour: Option<ColourThreshold>,
     /// A cap on the port's queue in bytes, besides the shared buffer's dynamic threshold.
     pub limit: Option<u64>,
     /// ECN marking.
@@ -60,21 +66,15 @@ pub struct Discipline {
 }
 
 impl Discipline {
-    /// Decides for `pkt` arriving to a port whose band holds `band_bytes` (and the whole port
-    /// `port_bytes`) at `now`; `rng` draws RED's coin.
+    /// Decides for `pkt` arriving at `now` to a port holding `queue`; `rng` draws RED's coin.
     #[inline]
-    pub fn admit(
-        &mut self,
-        pkt: &Packet,
-        band_bytes: u64,
-        port_bytes: u64,
-        buffer: &SharedBuffer,
-        rate: Rate,
-        now: Time,
-        rng: &mut impl Rng,
-    ) -> Verdict {
+    pub fn admit(&mut self, pkt: &Packet, queue: &PortQueue, buffer: &SharedBuffer, rate: Rate, now: Time, rng: &mut impl Rng) -> Verdict {
         let len = pkt.wire_bytes as u64;
-        if self.limit.is_some_and(|l| port_bytes + len > l) || !buffer.admits(band_bytes, len) {
+        if self.colour.is_some_and(|c| c.drops(pkt, queue.unimportant_bytes())) {
+            return Verdict::Drop(DropReason::Colour);
+        }
+        let band_bytes = queue.band_bytes(pkt.prio);
+        if self.limit.is_some_and(|l| queue.bytes() + len > l) || !buffer.admits(band_bytes, len) {
             return Verdict::Drop(DropReason::Buffer);
         }
         let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
@@ -207,7 +207,7 @@ impl EcnConfig {
 
     /// The discipline this configuration gives a port, with an optional queue limit.
     pub fn discipline(&self, prefix: &str, limit: Option<u64>) -> Result<Discipline, String> {
-        Ok(Discipline { limit, marking: self.marking(prefix)?, drop_non_ect: self.drops_non_ect(prefix)? })
+        Ok(Discipline { colour: None, limit, marking: self.marking(prefix)?, drop_non_ect: self.drops_non_ect(prefix)? })
     }
 }
 
@@ -220,6 +220,8 @@ pub struct PortConfig {
     pub ecn: Option<EcnConfig>,
     /// A cap on each such port's queue, besides the shared buffer's dynamic threshold.
     pub buffer: Option<Bytes>,
+    /// TLT's colour threshold for these ports, over `tlt.threshold`.
+    pub tlt_threshold: Option<Bytes>,
 }
 
 #[cfg(test)]
@@ -231,19 +233,85 @@ mod tests {
         Packet { wire_bytes: len, ecn: Ecn::Ect, ..Packet::default() }
     }
 
+    /// A one-band queue holding `bytes` in packets of `colour`.
+    fn queue(bytes: u32, colour: crate::packet::Colour) -> PortQueue {
+        let mut q = PortQueue::new(1);
+        if bytes > 0 {
+            q.push(Packet { wire_bytes: bytes, colour, ..Packet::default() });
+        }
+        q
+    }
+
     #[test]
     fn admission_then_marking() {
         let buffer = SharedBuffer { size: 10_000, used: 0, alpha: 1.0 };
-        let mut d = Discipline { limit: Some(3000), marking: Marking::Step(EcnStep { k: 1000 }), drop_non_ect: false };
+        let mut d = Discipline { colour: None, limit: Some(3000), marking: Marking::Step(EcnStep { k: 1000 }), drop_non_ect: false };
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
         let r = Rate::gbps(10);
-        assert_eq!(d.admit(&ect(1000), 500, 500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
-        assert_eq!(d.admit(&ect(1000), 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
-        assert_eq!(d.admit(&ect(1000), 2500, 2500, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "port limit");
+        let u = crate::packet::Colour::Unimportant;
+        assert_eq!(d.admit(&ect(1000), &queue(500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        assert_eq!(d.admit(&ect(1000), &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
+        assert_eq!(d.admit(&ect(1000), &queue(2500, u), &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "port limit");
         let not_ect = Packet { wire_bytes: 100, ..Packet::default() };
-        assert_eq!(d.admit(&not_ect, 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
         d.drop_non_ect = true;
-        assert_eq!(d.admit(&not_ect, 1500, 1500, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
+        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
+    }
+
+    #[test]
+    fn colour_threshold_drops_unimportant_first_and_composes_with_marking() {
+        use crate::packet::Colour;
+        let buffer = SharedBuffer { size: 100_000, used: 0, alpha: 1.0 };
+        let colour = Some(ColourThreshold { bytes: 4_000 });
+        let mut d = Discipline { colour, limit: None, marking: Marking::Step(EcnStep { k: 1_000 }), drop_non_ect: false };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let r = Rate::gbps(10);
+        let important = Packet { colour: Colour::Important, ..ect(1000) };
+        // 3,000 unimportant bytes queued: one more unimportant packet would reach 4,000.
+        let q = queue(3000, Colour::Unimportant);
+        assert_eq!(d.admit(&ect(1000), &q, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Colour));
+        assert_eq!(d.admit(&important, &q, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true }, "marked like any packet");
+        // Important bytes do not count toward the threshold.
+        let q = queue(50_000, Colour::Important);
+        assert_eq!(d.admit(&ect(1000), &q, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
+        // Past the shared buffer an important packet is dropped as any other.
+        let full = SharedBuffer { size: 100_000, used: 99_500, alpha: 1.0 };
+        assert_eq!(d.admit(&important, &queue(0, Colour::Unimportant), &full, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer));
+    }
+
+    #[test]
+    fn a_port_never_holds_the_colour_threshold_in_unimportant_bytes() {
+        use crate::packet::Colour;
+        use rand::Rng;
+        let threshold = 20_000;
+        let buffer = SharedBuffer { size: 1_000_000, used: 0, alpha: 1.0 };
+        let mut d = Discipline { colour: Some(ColourThreshold { bytes: threshold }), ..Discipline::default() };
+        let mut q = PortQueue::new(1);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let (mut dropped, mut important_queued, mut most) = (0, 0, 0);
+        for _ in 0..100_000 {
+            // Arrivals outpace departures two to one, one packet in ten important.
+            if rng.gen_bool(1.0 / 3.0) {
+                q.pop();
+                continue;
+            }
+            let colour = if rng.gen_bool(0.1) { Colour::Important } else { Colour::Unimportant };
+            let p = Packet { wire_bytes: rng.gen_range(64..=1538), colour, ..Packet::default() };
+            match d.admit(&p, &q, &buffer, Rate::gbps(10), Time(0), &mut rng) {
+                Verdict::Queue { .. } => {
+                    important_queued += (colour == Colour::Important) as u32;
+                    q.push(p);
+                }
+                Verdict::Drop(reason) => {
+                    assert_eq!((reason, colour), (DropReason::Colour, Colour::Unimportant));
+                    dropped += 1;
+                }
+            }
+            assert!(q.unimportant_bytes() < threshold, "{} unimportant bytes queued", q.unimportant_bytes());
+            most = most.max(q.bytes());
+        }
+        assert!(dropped > 1_000 && important_queued > 5_000, "{dropped} dropped, {important_queued} important queued");
+        assert!(most > threshold, "important packets queue past the threshold ({most} bytes at most)");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
 use crate::host::pacer::TokenBucket;
 use crate::packet::tcp_int::{IntEncoding, TcpInt};
-use crate::packet::{flags, Caps, Ecn, Packet, INITIAL_TTL};
+use crate::packet::{flags, Caps, Colour, Ecn, Packet, INITIAL_TTL};
 use crate::time::Time;
 use crate::transport::{Io, Side};
 
@@ -116,6 +116,8 @@ pub struct TcpConnection {
     fin_rto: Time,
     /// When the client entered TIME_WAIT.
     pub time_wait_since: Option<Time>,
+    /// The colour of control packets the connection builds itself (SYN-ACK, FINs, the last ACK).
+    ctrl_colour: Colour,
 }
 
 impl TcpConnection {
@@ -148,6 +150,7 @@ impl TcpConnection {
             fin_tries: 0,
             fin_rto: cfg.rto_init.max(cfg.rto_min),
             time_wait_since: None,
+            ctrl_colour: if cfg.tlt { Colour::Control } else { Colour::Unimportant },
         };
         if c.handshake {
             c.proposal = Some(Box::new(proposal));
@@ -263,6 +266,7 @@ impl TcpConnection {
             int,
             hops,
             caps,
+            colour: seg.colour,
             ..Packet::default()
         }
     }
@@ -289,6 +293,7 @@ impl TcpConnection {
             ttl: INITIAL_TTL,
             prio: r.prio,
             wire_bytes: self.bare_frame,
+            colour: self.ctrl_colour,
             ..Packet::default()
         }
     }
@@ -449,6 +454,7 @@ impl TcpConnection {
                 ts: now,
                 ts_echo: pkt.ts,
                 wire_bytes: self.bare_frame,
+                colour: self.ctrl_colour,
                 ..Packet::default()
             };
             io.replies.push(ack);

@@ -7,6 +7,7 @@ mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
+mod tlt;
 
 pub use connection::{IntStacks, Proposal, Route, State, TcpConnection};
 pub use receiver::{AckPlan, Receiver};
@@ -14,6 +15,7 @@ pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
 pub use sack::RangeSet;
 pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};
+pub use tlt::{TltCounts, TltSender};
 
 use crate::packet::{ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
 use crate::time::Time;
@@ -49,6 +51,9 @@ pub struct TcpConfig {
     pub framing: u32,
     /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
     pub dupthresh: u32,
+    /// TLT marking at both ends (set from the scenario's `[tlt]` table, not from `[transport]`).
+    #[serde(skip)]
+    pub tlt: bool,
 }
 
 impl Default for TcpConfig {
@@ -66,6 +71,7 @@ impl Default for TcpConfig {
             ecn: true,
             framing: ETHERNET_OVERHEAD,
             dupthresh: 3,
+            tlt: false,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::event::TimerSlot;
 use crate::packet::hpcc_int::HopIdx;
 use crate::packet::tcp_int::TcpInt;
 use crate::packet::{
-    flags, sack_option_bytes, Ecn, Packet, SackBlock, INITIAL_TTL, MAX_SACK_BLOCKS,
+    flags, sack_option_bytes, Colour, Ecn, Packet, SackBlock, INITIAL_TTL, MAX_SACK_BLOCKS,
 };
 use crate::time::Time;
 
@@ -50,6 +50,10 @@ pub struct Receiver {
     /// The hop records of the latest data segment not yet echoed; the world moves them onto the
     /// next ACK (or frees them when newer records replace them).
     pub hops_held: Option<HopIdx>,
+    /// TLT: ACKs are important (control), and the one answering an important packet is its echo.
+    tlt: bool,
+    /// An important packet arrived that the next ACK echoes.
+    echo_due: bool,
 }
 
 impl Receiver {
@@ -72,6 +76,8 @@ impl Receiver {
             int_echo: None,
             hop_records: false,
             hops_held: None,
+            tlt: cfg.tlt,
+            echo_due: false,
         }
     }
 
@@ -123,8 +129,11 @@ impl Receiver {
             self.recent_block = self.ooo.containing(start);
         }
         self.unacked_segments += 1;
+        let important = self.tlt && pkt.colour == Colour::Important;
+        self.echo_due |= important;
 
-        let immediate = !in_order
+        let immediate = important
+            || !in_order
             || filled_hole
             || !self.ooo.is_empty()
             || pkt.has(flags::FIN)
@@ -158,6 +167,9 @@ impl Receiver {
         };
         if ece {
             ack.flags |= flags::ECE;
+        }
+        if self.tlt {
+            ack.colour = if std::mem::take(&mut self.echo_due) { Colour::Echo } else { Colour::Control };
         }
         let mut n = 0;
         let mut push = |blk: (u64, u64), ack: &mut Packet| {
@@ -243,6 +255,20 @@ mod tests {
         let seg = Packet { ttl: INITIAL_TTL - 3, ..data(0, 100, Ecn::NotEct) };
         r.on_segment(&seg, Time(1));
         assert_eq!(r.build_ack(&seg).hops_echo, Some(3));
+    }
+
+    #[test]
+    fn an_important_packet_is_acknowledged_at_once_with_an_echo() {
+        let cfg = TcpConfig { delayed_ack: Some(Time::from_us(10)), delayed_ack_segments: 2, tlt: true, ..TcpConfig::default() };
+        let mut r = Receiver::new(&cfg, EcnMode::Off);
+        let (_, plan, _) = r.on_segment(&data(0, 100, Ecn::NotEct), Time(1));
+        assert!(matches!(plan, AckPlan::Delay(_)), "an unimportant segment waits for delayed ACK");
+        let imp = Packet { colour: Colour::Important, ..data(100, 100, Ecn::NotEct) };
+        let (_, plan, _) = r.on_segment(&imp, Time(2));
+        assert_eq!(plan, AckPlan::Now);
+        assert_eq!(r.build_ack(&imp).colour, Colour::Echo);
+        r.on_segment(&data(200, 100, Ecn::NotEct), Time(3));
+        assert_eq!(r.build_ack(&imp).colour, Colour::Control, "one echo per important packet");
     }
 
     #[test]

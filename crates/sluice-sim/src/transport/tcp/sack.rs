@@ -69,6 +69,24 @@ impl RangeSet {
         removed
     }
 
+    /// Removes `[start, end)`; returns the bytes removed.
+    pub fn remove(&mut self, start: u64, end: u64) -> u64 {
+        if start >= end {
+            return 0;
+        }
+        let i = self.ranges.partition_point(|r| r.1 <= start);
+        let j = i + self.ranges[i..].partition_point(|r| r.0 < end);
+        if i == j {
+            return 0;
+        }
+        let (first, last) = (self.ranges[i], self.ranges[j - 1]);
+        let removed = self.bytes_in(start, end);
+        let kept = [(first.0, start.min(first.1)), (end.max(last.0), last.1)];
+        self.ranges.splice(i..j, kept.into_iter().filter(|r| r.0 < r.1));
+        self.bytes -= removed;
+        removed
+    }
+
     /// If a range starts exactly at `seq`, removes it and returns its end.
     pub fn take_at(&mut self, seq: u64) -> Option<u64> {
         match self.ranges.first() {
@@ -170,5 +188,20 @@ mod tests {
         assert_eq!(s.bytes(), 15);
         assert_eq!(s.take_at(35), Some(40));
         assert_eq!(s.take_at(45), None);
+    }
+
+    #[test]
+    fn remove_cuts_inside_and_across_ranges() {
+        let mut s = RangeSet::default();
+        s.insert(10, 20);
+        s.insert(30, 40);
+        s.insert(50, 60);
+        assert_eq!(s.remove(12, 14), 2);
+        assert_eq!(s.ranges(), &[(10, 12), (14, 20), (30, 40), (50, 60)]);
+        assert_eq!(s.remove(15, 55), 5 + 10 + 5);
+        assert_eq!(s.ranges(), &[(10, 12), (14, 15), (55, 60)]);
+        assert_eq!(s.remove(20, 50), 0);
+        assert_eq!(s.remove(0, 100), 2 + 1 + 5);
+        assert!(s.is_empty() && s.bytes() == 0);
     }
 }

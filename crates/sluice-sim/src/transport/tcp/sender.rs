@@ -4,12 +4,13 @@
 use super::rate_sample::RateSampler;
 use super::rto::RttEstimator;
 use super::sack::RangeSet;
+use super::tlt::TltSender;
 use super::TcpConfig;
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, Window};
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::tcp_int::IntEncoding;
 use crate::event::TimerSlot;
-use crate::packet::{flags, Packet};
+use crate::packet::{flags, Colour, Packet};
 use crate::time::Time;
 
 /// Where the sender is in the connection's life.
@@ -34,6 +35,8 @@ pub struct Segment {
     pub flags: u8,
     /// This resends bytes sent before.
     pub retransmit: bool,
+    /// TLT colour.
+    pub colour: Colour,
 }
 
 /// An RTO expiry, kept so tests and traces can check timer behaviour.
@@ -113,6 +116,8 @@ pub struct Sender {
     pub last_echo: Option<IntEcho>,
     /// Segments carry HPCC's INT header.
     hop_records: bool,
+    /// TLT marking, when the run uses TLT.
+    pub tlt: Option<TltSender>,
 }
 
 impl Sender {
@@ -198,6 +203,7 @@ impl Sender {
             int: None,
             last_echo: None,
             hop_records: false,
+            tlt: cfg.tlt.then(TltSender::default),
         }
     }
 
@@ -277,12 +283,21 @@ impl Sender {
         match self.phase {
             Phase::SynSent => !self.syn_sent,
             Phase::Done => false,
-            Phase::Established => {
-                let room = self.in_flight() < self.win.cwnd;
-                let lost = self.loss_limit().is_some_and(|l| self.sacked.next_gap(self.retx_next.max(self.una), l).is_some());
-                room && (lost || self.nxt < self.size.unwrap_or(u64::MAX))
-            }
+            Phase::Established => self.window_allows_more() || self.tlt_proactive_due(),
         }
+    }
+
+    /// True if the window lets a retransmission of a lost hole or new data out now.
+    fn window_allows_more(&self) -> bool {
+        let room = self.in_flight() < self.win.cwnd;
+        let lost = self.loss_limit().is_some_and(|l| self.sacked.next_gap(self.retx_next.max(self.una), l).is_some());
+        room && (lost || self.nxt < self.size.unwrap_or(u64::MAX))
+    }
+
+    /// True when TLT owes an important packet after an echo and data is outstanding: if the
+    /// window sends nothing, a proactive retransmission goes instead.
+    fn tlt_proactive_due(&self) -> bool {
+        self.nxt > self.una && self.tlt.as_ref().is_some_and(TltSender::wants_important)
     }
 
     /// The next segment the window allows, advancing send state; `None` if nothing may go.
@@ -295,29 +310,48 @@ impl Sender {
                 }
                 self.syn_sent = true;
                 self.last_tx = now;
-                return Some(Segment { seq: 0, len: 0, flags: flags::SYN, retransmit: false });
+                let colour = if self.tlt.is_some() { Colour::Control } else { Colour::Unimportant };
+                return Some(Segment { seq: 0, len: 0, flags: flags::SYN, retransmit: false, colour });
             }
             Phase::Established => {}
         }
         let pipe = self.in_flight();
-        if pipe >= self.win.cwnd {
-            return None;
-        }
         let end = self.size.unwrap_or(u64::MAX);
         let idle = self.nxt == self.una;
         let mut seg = None;
-        if let Some(limit) = self.loss_limit() {
-            if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
-                let len = (e - s).min(self.win.mss);
-                self.retx_next = s + len;
-                self.retransmits += 1;
-                seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true });
+        // TLT in recovery: the important packet an echo asks for resends the oldest unimportant
+        // bytes not acknowledged, which covers a lost retransmission (the public code's choice).
+        let proactive_first = self.recovery_end.is_some() && self.tlt_proactive_due();
+        if pipe < self.win.cwnd && !proactive_first {
+            if let Some(limit) = self.loss_limit() {
+                if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
+                    let len = (e - s).min(self.win.mss);
+                    self.retx_next = s + len;
+                    self.retransmits += 1;
+                    seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true, colour: Colour::Unimportant });
+                }
+            }
+            if seg.is_none() && self.nxt < end {
+                let len = (end - self.nxt).min(self.win.mss);
+                seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false, colour: Colour::Unimportant });
+                self.nxt += len;
             }
         }
-        if seg.is_none() && self.nxt < end {
-            let len = (end - self.nxt).min(self.win.mss);
-            seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false });
-            self.nxt += len;
+        if let Some(seg) = seg.as_mut() {
+            if self.use_fin && seg.seq + seg.len == end {
+                seg.flags |= flags::FIN;
+            }
+            if self.tlt.is_some() {
+                let last = !self.window_allows_more();
+                let fin = seg.flags & flags::FIN != 0;
+                seg.colour = self.tlt.as_mut().map_or(Colour::Unimportant, |t| t.colour_data(seg.seq, seg.seq + seg.len, last, fin));
+            }
+        } else if self.tlt_proactive_due() {
+            let in_recovery = self.recovery_end.is_some();
+            let (una, nxt, mss) = (self.una, self.nxt, self.win.mss);
+            let (s, e) = self.tlt.as_mut().map_or((una, una), |t| t.proactive(una, nxt, mss, in_recovery));
+            let fin = if self.use_fin && e == end { flags::FIN } else { 0 };
+            seg = Some(Segment { seq: s, len: e - s, flags: flags::ACK | fin, retransmit: true, colour: Colour::Important });
         }
         let Some(mut seg) = seg else {
             if self.nxt >= end {
@@ -326,9 +360,6 @@ impl Sender {
             return None;
         };
         self.rate.on_send(seg.seq, seg.len, now, idle);
-        if self.use_fin && seg.seq + seg.len == end {
-            seg.flags |= flags::FIN;
-        }
         if self.send_cwr && !seg.retransmit {
             seg.flags |= flags::CWR;
             self.send_cwr = false;
@@ -375,6 +406,7 @@ impl Sender {
                 self.rtt.sample(now - pkt.ts_echo);
             }
         }
+        let mut newly_sacked = 0;
         for (s, e) in pkt.sack_ranges() {
             let e = e.min(self.nxt);
             if e > self.una {
@@ -382,11 +414,18 @@ impl Sender {
                 if sacked > 0 {
                     self.rate.on_sacked(s.max(self.una), e, now);
                 }
-                newly += sacked;
+                newly_sacked += sacked;
             }
         }
-        if !advanced && ack == self.una && pkt.payload == 0 && self.nxt > self.una {
+        newly += newly_sacked;
+        // RFC 6675's duplicate ACK: one that SACKs new bytes (every receiver here sends SACK). The
+        // answer to a duplicate segment, such as TLT's proactive retransmission, tells nothing
+        // new and is not a sign of loss.
+        if !advanced && ack == self.una && pkt.payload == 0 && self.nxt > self.una && newly_sacked > 0 {
             self.dupacks += 1;
+        }
+        if let Some(t) = self.tlt.as_mut() {
+            t.on_ack(pkt.colour == Colour::Echo, self.una, pkt.sack_ranges());
         }
 
         if let Some(end) = self.recovery_end {
@@ -452,7 +491,7 @@ impl Sender {
         }
         out.newly_acked = newly;
         out.una_advanced = advanced;
-        out.may_send = newly > 0 || self.recovery_end.is_some();
+        out.may_send = newly > 0 || self.recovery_end.is_some() || self.tlt_proactive_due();
         out
     }
 
@@ -461,6 +500,9 @@ impl Sender {
         self.timeouts.push(TimeoutRecord { fired: now, last_tx: self.last_tx });
         self.rtt.back_off();
         self.cc.on_congestion(CongestionEvent::Timeout, now, &mut self.win);
+        if let Some(t) = self.tlt.as_mut() {
+            t.on_timeout();
+        }
         match self.phase {
             Phase::SynSent => self.syn_sent = false,
             Phase::Established => {
