@@ -38,6 +38,8 @@ pub enum Event {
 pub enum TimerKind {
     /// The sender's retransmission timer.
     Rto,
+    /// The sender's Tail Loss Probe timer.
+    LossProbe,
     /// The receiver's delayed-ACK timer.
     DelayedAck,
     /// The congestion controller's periodic tick.

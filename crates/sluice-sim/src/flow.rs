@@ -60,6 +60,7 @@ struct Kept {
     retransmits: u64,
     timeouts: Vec<TimeoutRecord>,
     tlt: Option<TltCounts>,
+    loss_probes: Option<u64>,
 }
 
 impl Flow {
@@ -136,6 +137,14 @@ impl Flow {
         }
     }
 
+    /// Tail loss probes sent, when the flow used them.
+    pub fn loss_probes(&self) -> Option<u64> {
+        match self.sender() {
+            Some(s) => s.tlp.as_ref().map(|t| t.probes),
+            None => self.kept.loss_probes,
+        }
+    }
+
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
         match self.sender() {
@@ -180,6 +189,7 @@ impl Flow {
                 self.kept.retransmits = s.retransmits;
                 self.kept.timeouts = s.timeouts.clone();
                 self.kept.tlt = s.tlt.as_ref().map(|t| t.counts);
+                self.kept.loss_probes = s.tlp.as_ref().map(|t| t.probes);
             }
         }
     }

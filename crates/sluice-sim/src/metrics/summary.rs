@@ -118,6 +118,9 @@ pub struct Summary {
     pub retransmits: u64,
     /// PFC pause frames (sluice models lossy Ethernet: always 0).
     pub pfc_pauses: u64,
+    /// Tail loss probes sent, when `transport.tlp` is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_probes: Option<u64>,
     /// TLT's counts, when the run used TLT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tlt: Option<TltSummary>,
@@ -235,6 +238,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         timeouts,
         retransmits,
         pfc_pauses: 0,
+        loss_probes: world.flows().iter().filter_map(|f| f.loss_probes()).reduce(|a, b| a + b),
         tlt: {
             let mut flows = world.flows().iter().filter_map(|f| f.tlt()).peekable();
             flows.peek().is_some().then(|| {

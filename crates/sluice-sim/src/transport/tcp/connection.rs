@@ -214,13 +214,30 @@ impl TcpConnection {
         if let Some(tb) = self.limiter.as_mut() {
             tb.consume(now, pkt.wire_bytes as u64);
         }
-        if s.rto_timer.deadline().is_none() {
+        // A probe restarts the RTO (RFC 8985, 7.3): the timeout follows an unanswered probe.
+        let probe = s.tlp.as_ref().is_some_and(|t| !t.may_arm()) && s.rto_timer.deadline().is_some_and(|d| d < now + s.rtt.rto());
+        if s.rto_timer.deadline().is_none() || probe {
             let at = now + s.rtt.rto();
             if let Some((t, gen)) = s.rto_timer.arm(at) {
                 cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
             }
         }
+        self.arm_probe(cx);
         Some(pkt)
+    }
+
+    /// Starts, moves or stops the Tail Loss Probe timer after a transmission or an ACK.
+    fn arm_probe(&mut self, cx: &mut Cx) {
+        let s = &mut self.sender;
+        let Some(pto) = s.probe_timeout() else {
+            if let Some(t) = s.tlp.as_mut() {
+                t.timer.cancel();
+            }
+            return;
+        };
+        if let Some((t, gen)) = s.tlp.as_mut().and_then(|t| t.timer.arm(cx.now + pto)) {
+            cx.schedule(t, Event::Timer(self.route.flow, TimerKind::LossProbe, gen));
+        }
     }
 
     /// Turns a sender's segment into a packet: options, the ECN codepoint, negotiation bits.
@@ -415,6 +432,7 @@ impl TcpConnection {
                     }
                 }
                 io.activate |= out.may_send;
+                self.arm_probe(cx);
             }
         } else if let Some(hi) = pkt.hops {
             cx.hops.free(hi);
@@ -525,6 +543,17 @@ impl TcpConnection {
                     }
                 }
             },
+            TimerKind::LossProbe => {
+                let Some(t) = self.sender.tlp.as_mut() else { return };
+                match t.timer.fire(now, gen) {
+                    TimerFire::Stale => {}
+                    TimerFire::Reschedule(at, g) => cx.schedule(at, Event::Timer(flow, TimerKind::LossProbe, g)),
+                    TimerFire::Expired => {
+                        self.sender.on_probe_timer();
+                        io.activate = true;
+                    }
+                }
+            }
             TimerKind::DelayedAck => {
                 if self.receiver.delack_timer.fire(now, gen) != TimerFire::Expired || !self.receiver.has_unacked() {
                     return;

@@ -7,6 +7,7 @@ mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
+mod tlp;
 mod tlt;
 
 pub use connection::{IntStacks, Proposal, Route, State, TcpConnection};
@@ -15,6 +16,7 @@ pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
 pub use sack::RangeSet;
 pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};
+pub use tlp::TailLossProbe;
 pub use tlt::{TltCounts, TltSender};
 
 use crate::packet::{ETHERNET_OVERHEAD, IPV4_HEADER, TCP_HEADER};
@@ -51,6 +53,8 @@ pub struct TcpConfig {
     pub framing: u32,
     /// Duplicate ACKs (or segments' worth of SACKed bytes) that signal a loss.
     pub dupthresh: u32,
+    /// Tail Loss Probe (RFC 8985): probe a silent tail after two smoothed RTTs.
+    pub tlp: bool,
     /// TLT marking at both ends (set from the scenario's `[tlt]` table, not from `[transport]`).
     #[serde(skip)]
     pub tlt: bool,
@@ -71,6 +75,7 @@ impl Default for TcpConfig {
             ecn: true,
             framing: ETHERNET_OVERHEAD,
             dupthresh: 3,
+            tlp: false,
             tlt: false,
         }
     }

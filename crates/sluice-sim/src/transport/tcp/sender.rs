@@ -4,6 +4,7 @@
 use super::rate_sample::RateSampler;
 use super::rto::RttEstimator;
 use super::sack::RangeSet;
+use super::tlp::TailLossProbe;
 use super::tlt::TltSender;
 use super::TcpConfig;
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, Window};
@@ -118,6 +119,10 @@ pub struct Sender {
     hop_records: bool,
     /// TLT marking, when the run uses TLT.
     pub tlt: Option<TltSender>,
+    /// Tail Loss Probe, when `transport.tlp` is on.
+    pub tlp: Option<TailLossProbe>,
+    /// A delivered probe showed every unacknowledged byte below this lost (0: none).
+    probe_lost_below: u64,
 }
 
 impl Sender {
@@ -204,6 +209,8 @@ impl Sender {
             last_echo: None,
             hop_records: false,
             tlt: cfg.tlt.then(TltSender::default),
+            tlp: cfg.tlp.then(|| TailLossProbe::new(cfg.delayed_ack.unwrap_or(Time::ZERO))),
+            probe_lost_below: 0,
         }
     }
 
@@ -253,7 +260,7 @@ impl Sender {
     fn loss_limit(&self) -> Option<u64> {
         self.recovery_end?;
         let sack_limit = self.sacked.boundary_with_above(self.dupthresh * self.win.mss).unwrap_or(self.una);
-        Some(sack_limit.max(self.lost_mark).max(self.una))
+        Some(sack_limit.max(self.lost_mark).max(self.probe_lost_below).max(self.una))
     }
 
     /// Bytes presumed in the network (RFC 6675 "pipe").
@@ -283,7 +290,9 @@ impl Sender {
         match self.phase {
             Phase::SynSent => !self.syn_sent,
             Phase::Done => false,
-            Phase::Established => self.window_allows_more() || self.tlt_proactive_due(),
+            Phase::Established => {
+                self.window_allows_more() || self.tlt_proactive_due() || self.tlp.as_ref().is_some_and(TailLossProbe::is_due)
+            }
         }
     }
 
@@ -298,6 +307,42 @@ impl Sender {
     /// window sends nothing, a proactive retransmission goes instead.
     fn tlt_proactive_due(&self) -> bool {
         self.nxt > self.una && self.tlt.as_ref().is_some_and(TltSender::wants_important)
+    }
+
+    /// When the Tail Loss Probe should fire from now, if it should be armed: data outstanding,
+    /// outside recovery, an RTT measured, no probe in flight.
+    pub fn probe_timeout(&self) -> Option<Time> {
+        let t = self.tlp.as_ref()?;
+        let open = self.phase == Phase::Established && self.nxt > self.una && self.recovery_end.is_none();
+        let srtt = self.rtt.srtt();
+        (open && srtt > Time::ZERO && t.may_arm()).then(|| t.timeout(srtt, self.rtt.rto(), self.in_flight() <= self.win.mss))
+    }
+
+    /// The probe timer expired: the next segment is the probe, if one is still wanted.
+    pub fn on_probe_timer(&mut self) {
+        if self.probe_timeout().is_some() {
+            if let Some(t) = self.tlp.as_mut() {
+                t.fire();
+            }
+        }
+    }
+
+    /// The probe: a new segment when there is new data (whatever the window), else the last
+    /// segment sent, again.
+    fn loss_probe(&mut self, end: u64) -> Segment {
+        let seg = if self.nxt < end {
+            let len = (end - self.nxt).min(self.win.mss);
+            self.nxt += len;
+            Segment { seq: self.nxt - len, len, flags: flags::ACK, retransmit: false, colour: Colour::Unimportant }
+        } else {
+            let seq = self.nxt.saturating_sub(self.win.mss).max(self.una);
+            self.retransmits += 1;
+            Segment { seq, len: self.nxt - seq, flags: flags::ACK, retransmit: true, colour: Colour::Unimportant }
+        };
+        if let Some(t) = self.tlp.as_mut() {
+            t.sent(seg.seq);
+        }
+        seg
     }
 
     /// The next segment the window allows, advancing send state; `None` if nothing may go.
@@ -322,7 +367,9 @@ impl Sender {
         // TLT in recovery: the important packet an echo asks for resends the oldest unimportant
         // bytes not acknowledged, which covers a lost retransmission (the public code's choice).
         let proactive_first = self.recovery_end.is_some() && self.tlt_proactive_due();
-        if pipe < self.win.cwnd && !proactive_first {
+        if self.tlp.as_ref().is_some_and(TailLossProbe::is_due) {
+            seg = Some(self.loss_probe(end));
+        } else if pipe < self.win.cwnd && !proactive_first {
             if let Some(limit) = self.loss_limit() {
                 if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
                     let len = (e - s).min(self.win.mss);
@@ -427,15 +474,24 @@ impl Sender {
         if let Some(t) = self.tlt.as_mut() {
             t.on_ack(pkt.colour == Colour::Echo, self.una, pkt.sack_ranges());
         }
+        let (una, sacked) = (self.una, &self.sacked);
+        if let Some(p) = self.tlp.as_mut().and_then(|t| t.delivered(|p| p < una || sacked.containing(p).is_some())) {
+            // RACK's rule for the probe: what was sent before it and is still missing is lost.
+            if sacked.bytes_in(una, p) < p.saturating_sub(una) {
+                self.probe_lost_below = p;
+            }
+        }
 
         if let Some(end) = self.recovery_end {
             if self.una >= end {
                 self.recovery_end = None;
                 self.lost_mark = 0;
+                self.probe_lost_below = 0;
             }
         }
-        let loss_evidence =
-            self.dupacks as u64 >= self.dupthresh || self.sacked.bytes() >= self.dupthresh * self.win.mss;
+        let loss_evidence = self.dupacks as u64 >= self.dupthresh
+            || self.sacked.bytes() >= self.dupthresh * self.win.mss
+            || self.probe_lost_below > self.una;
         if self.recovery_end.is_none() && self.nxt > self.una && loss_evidence {
             self.recovery_end = Some(self.nxt);
             self.retx_next = self.una;
@@ -503,6 +559,10 @@ impl Sender {
         if let Some(t) = self.tlt.as_mut() {
             t.on_timeout();
         }
+        if let Some(t) = self.tlp.as_mut() {
+            t.on_timeout();
+        }
+        self.probe_lost_below = 0;
         match self.phase {
             Phase::SynSent => self.syn_sent = false,
             Phase::Established => {
@@ -532,7 +592,10 @@ mod tests {
     use crate::time::Rate;
 
     fn sender(size: u64) -> Sender {
-        let cfg = TcpConfig { init_cwnd: 10, ..TcpConfig::default() };
+        sender_with(size, TcpConfig { init_cwnd: 10, ..TcpConfig::default() })
+    }
+
+    fn sender_with(size: u64, cfg: TcpConfig) -> Sender {
         let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10) };
         let algo = cc::factory("newreno", &toml::Table::new()).unwrap()(&ctx);
         Sender::new(&cfg, Some(size), algo)
@@ -595,5 +658,27 @@ mod tests {
         assert_eq!((seg.seq, seg.retransmit), (0, true));
         assert_eq!(s.next_segment(Time(1_001)), None);
         assert_eq!(s.timeouts.len(), 1);
+    }
+
+    #[test]
+    fn a_tail_loss_probe_resends_the_last_segment_and_its_sack_starts_recovery() {
+        let mss = 1448;
+        let mut s = sender_with(4 * mss, TcpConfig { init_cwnd: 10, tlp: true, ..TcpConfig::default() });
+        while s.next_segment(Time::ZERO).is_some() {}
+        // The first segment's ACK gives SRTT = 20 us; the other three are lost.
+        let first = Packet { ts_echo: Time::ZERO, ..ack(mss, &[]) };
+        s.on_ack(&first, Time::from_us(20));
+        assert_eq!(s.probe_timeout(), Some(Time::from_us(40)), "two SRTT");
+        s.on_probe_timer();
+        let probe = s.next_segment(Time::from_us(60)).unwrap();
+        assert_eq!((probe.seq, probe.len, probe.retransmit), (3 * mss, mss, true), "the last segment again");
+        assert_eq!(s.probe_timeout(), None, "one probe per episode");
+        // Its SACK shows everything sent before it lost: recovery resends the first hole at once.
+        s.on_ack(&ack(mss, &[(3 * mss, 4 * mss)]), Time::from_us(80));
+        assert!(s.in_recovery());
+        let seg = s.next_segment(Time::from_us(80)).unwrap();
+        assert_eq!((seg.seq, seg.retransmit), (mss, true));
+        let seg = s.next_segment(Time::from_us(80)).unwrap();
+        assert_eq!((seg.seq, seg.retransmit), (2 * mss, true));
     }
 }

@@ -124,13 +124,16 @@ impl TltSender {
     }
 
     /// The proactive retransmission when nothing new may be sent: a piece `[seq, end)` of the
-    /// oldest unacknowledged unimportant bytes below `nxt` (those probably lost first), of one
+    /// oldest unacknowledged unimportant bytes below `nxt` (outside recovery, those of the
+    /// previous round first), of one
     /// byte or `mss` bytes; `[una, nxt)` when no unimportant byte is outstanding. The piece
     /// counts as sent important.
     pub fn proactive(&mut self, una: u64, nxt: u64, mss: u64, in_recovery: bool) -> (u64, u64) {
         let loss_probable = in_recovery || !self.prev_round_sent || !self.prev_round.is_empty();
         let size = if loss_probable { mss } else { 1 };
-        let source = if self.prev_round.is_empty() { &self.unimportant } else { &self.prev_round };
+        // In recovery the oldest hole holds the cumulative ACK back (its retransmission may have
+        // been lost); otherwise the previous round's missing bytes are the probable losses.
+        let source = if in_recovery || self.prev_round.is_empty() { &self.unimportant } else { &self.prev_round };
         let (start, end) = source.ranges().first().copied().unwrap_or((una, nxt));
         let piece = (start, end.min(start + size).min(nxt));
         for set in [&mut self.unimportant, &mut self.round, &mut self.prev_round] {
@@ -222,10 +225,20 @@ mod tests {
     }
 
     #[test]
-    fn in_recovery_the_piece_is_a_full_segment() {
-        let mut t = after_first_window(4);
-        t.on_ack(true, MSS, [(3 * MSS, 4 * MSS)].into_iter());
-        assert_eq!(t.proactive(MSS, 4 * MSS, MSS, true), (MSS, 2 * MSS));
+    fn in_recovery_the_piece_is_a_full_segment_of_the_oldest_hole() {
+        // Holes at 1 and 2; segment 4 important, 5 unimportant and lost, 6 important.
+        let setup = || {
+            let mut t = after_first_window(4);
+            t.on_ack(true, MSS, [(3 * MSS, 4 * MSS)].into_iter());
+            t.colour_data(4 * MSS, 5 * MSS, false, false);
+            t.colour_data(5 * MSS, 6 * MSS, false, false);
+            t.on_ack(true, MSS, [(3 * MSS, 5 * MSS)].into_iter());
+            t.colour_data(6 * MSS, 7 * MSS, false, false);
+            t.on_ack(true, MSS, [(3 * MSS, 5 * MSS), (6 * MSS, 7 * MSS)].into_iter());
+            t
+        };
+        assert_eq!(setup().proactive(MSS, 7 * MSS, MSS, true), (MSS, 2 * MSS), "in recovery, the hole at una");
+        assert_eq!(setup().proactive(MSS, 7 * MSS, MSS, false), (5 * MSS, 6 * MSS), "outside it, the previous round's loss");
     }
 
     #[test]
