@@ -371,3 +371,12 @@ fn tlt_settings_are_refused_at_their_keys() {
     );
     refused("[[workloads]]\nkind = \"incast\"\nsenders = [1]\nreceiver = 0\nsize = \"1KB\"\nflows_per_sender = 0\n", &[], &["workloads[0].flows_per_sender", "at least 1"]);
 }
+
+#[test]
+fn pfc_settings_are_refused_at_their_keys() {
+    refused("[pfc]\nenabled = true\npriorities = [9]\n", &[], &["pfc.priorities[0]", "0 to 7", "9"]);
+    refused("[pfc]\nenabled = true\npriorities = []\n", &[], &["pfc.priorities", "at least one lossless priority"]);
+    refused("[pfc]\nenabled = true\nquanta = 0\n", &[], &["pfc.quanta", "1 to 65535"]);
+    refused("[pfc]\nenabled = true\nheadroom = \"100B\"\n", &[], &["pfc.headroom", "at least one full frame (1538 bytes)"]);
+    refused("[pfc]\nenabled = true\npause = 3\n", &[], &["s.toml:12: pfc.pause: unknown field `pause`", "`quanta`"]);
+}

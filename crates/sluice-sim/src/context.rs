@@ -23,6 +23,8 @@ pub enum Event {
     Timer(u32, TimerKind, u32),
     /// A host's pacer allows a flow to send again.
     NicWake(u32),
+    /// A PFC pause a port (global id) honours may have run out.
+    PauseEnd(u32),
     /// Record the sampled time series.
     Sample(SampleKind),
     /// The scenario's end time: the run stops here.
@@ -95,6 +97,8 @@ pub struct Counters {
     pub ecn_marks: u64,
     /// Data segments sent (first transmissions and retransmissions).
     pub data_packets: u64,
+    /// PFC PAUSE frames (not resumes) switches sent.
+    pub pfc_pauses: u64,
 }
 
 impl Counters {

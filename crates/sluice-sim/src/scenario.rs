@@ -50,6 +50,74 @@ pub struct Scenario {
     /// TLT: important-packet marking at hosts and colour-aware dropping at switches.
     #[serde(default)]
     pub tlt: TltConfig,
+    /// Priority flow control on every switch.
+    #[serde(default)]
+    pub pfc: PfcTable,
+}
+
+/// `[pfc]`: IEEE 802.1Qbb priority flow control on every switch (`net/pfc.rs`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcTable {
+    /// Switches pause their upstream instead of dropping the lossless priorities.
+    pub enabled: bool,
+    /// The lossless priorities (default `[0]`).
+    pub priorities: Vec<u8>,
+    /// The pause threshold is the free shared buffer (less every port's headroom) shifted right
+    /// by this (default 3: an eighth, as Broadcom's dynamic threshold with alpha 1/8).
+    pub shift: u32,
+    /// Bytes each ingress port and lossless priority keeps for what is in flight after its
+    /// PAUSE; default per port: 3 x rate x delay of its link plus two full frames.
+    pub headroom: Option<Bytes>,
+    /// Resume once the bytes held are this far below the threshold (default 3 KiB).
+    pub resume_offset: Bytes,
+    /// The pause a PAUSE frame asks for, in quanta of 512 bit times (default 65535, the most).
+    pub quanta: u16,
+}
+
+impl Default for PfcTable {
+    fn default() -> Self {
+        PfcTable { enabled: false, priorities: vec![0], shift: 3, headroom: None, resume_offset: Bytes(3 * 1024), quanta: u16::MAX }
+    }
+}
+
+impl PfcTable {
+    /// Each switch's settings, from its ports, when PFC is on; errors name the key.
+    fn settings(&self, frame: u64) -> Result<Option<crate::world::PfcSettings>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let mut lossless = 0u8;
+        for (i, &p) in self.priorities.iter().enumerate() {
+            if p as usize >= crate::net::pfc::PRIORITIES {
+                return Err(format!("pfc.priorities[{i}]: expected a priority from 0 to 7, got {p}"));
+            }
+            lossless |= 1 << p;
+        }
+        if lossless == 0 {
+            return Err("pfc.priorities: expected at least one lossless priority, like [0]".into());
+        }
+        if self.shift > 30 {
+            return Err(format!("pfc.shift: expected 0 to 30, got {}", self.shift));
+        }
+        if self.quanta == 0 {
+            return Err("pfc.quanta: expected 1 to 65535 quanta of 512 bit times".into());
+        }
+        if self.headroom.is_some_and(|h| h.0 < frame) {
+            return Err(format!("pfc.headroom: expected at least one full frame ({frame} bytes)"));
+        }
+        let (shift, headroom, resume_offset, quanta) = (self.shift, self.headroom.map(|b| b.0), self.resume_offset.0, self.quanta);
+        Ok(Some(Box::new(move |ports: &[crate::net::port::Port]| crate::net::pfc::PfcConfig {
+            lossless,
+            shift,
+            headroom: ports
+                .iter()
+                .map(|p| headroom.unwrap_or_else(|| 3 * (p.rate.0 as u128 * p.link.delay.0 as u128 / 8_000_000_000_000) as u64 + 2 * frame))
+                .collect(),
+            resume_offset,
+            quanta,
+        })))
+    }
 }
 
 /// `[tlt]`: timeout-less transport (Lim et al., EuroSys 2021) for every flow and switch port.
@@ -601,7 +669,7 @@ pub(crate) fn parse_without(
 const TABLE_KEYS: &[&str] = &[
     "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
     "classes.*.match", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
-    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt",
+    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt", "pfc",
 ];
 
 /// Refuses a list where the schema has a table (`sim = ["5ms", 7, false]`), which serde would
@@ -1042,6 +1110,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         priorities: sc.switch.priorities,
         disciplines,
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
+        pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64)?,
         classes,
         flows,
         apps,

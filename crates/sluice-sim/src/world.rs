@@ -12,6 +12,7 @@ use crate::host::pacer::TokenBucket;
 use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::link::Link;
+use crate::net::pfc::{Pfc, PfcConfig};
 use crate::net::port::{Port, TxMeter};
 use crate::net::qdisc::{Discipline, SharedBuffer};
 use crate::net::routing::Routes;
@@ -120,7 +121,12 @@ pub struct Parts {
     pub int: IntRuntime,
     /// Packet capture.
     pub capture: Option<CaptureSpec>,
+    /// PFC: each switch's settings, from its ports.
+    pub pfc: Option<PfcSettings>,
 }
+
+/// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
+pub type PfcSettings = Box<dyn Fn(&[Port]) -> PfcConfig>;
 
 /// One queue-depth sample.
 #[derive(Clone, Copy, Debug)]
@@ -274,6 +280,7 @@ impl World {
                     buffer: SharedBuffer { size: p.buffer.0, used: 0, alpha: p.buffer.1 },
                     salt: flow_hash(s, n as u32, 0x5eed, false),
                     int: p.int.switches[s as usize],
+                    pfc: p.pfc.as_ref().map(|cfg| Pfc::new(cfg(&ports[port_base[n] as usize..port_base[n + 1] as usize]))),
                 }),
                 Role::Host(h) => nics.push(Nic { host: h, port: port_base[n], ..Nic::default() }),
             }
@@ -479,6 +486,10 @@ impl World {
                     self.q.push(next, Event::Arrive(p));
                 }
                 let (node, ingress) = (port.peer_node, port.peer_port);
+                if pkt.is_pfc() {
+                    self.on_pfc_frame(ingress, &pkt, now);
+                    return;
+                }
                 match self.roles[node as usize] {
                     Role::Switch(s) => {
                         let sw = &mut self.switches[s as usize];
@@ -505,6 +516,7 @@ impl World {
                     }
                 }
             }
+            Event::PauseEnd(p) => self.pause_ended(p, now),
             Event::NicWake(h) => {
                 self.nics[h as usize].wake_at = None;
                 self.nic_send(h, now);
@@ -573,6 +585,35 @@ impl World {
     }
 
     /// A packet reaches host `h`: its connection takes it, and the world carries out the rest.
+    /// A PFC frame arrived on global port `at`: that port (facing back to the sender) pauses or
+    /// resumes the priority, and sends what waited when it resumes.
+    fn on_pfc_frame(&mut self, at: u32, frame: &Packet, now: Time) {
+        let port = &mut self.ports[at as usize];
+        let duration = crate::net::pfc::pause_time(frame.pause_quanta, port.rate);
+        port.pause.on_frame(frame.prio, duration, now);
+        if frame.pause_quanta > 0 {
+            // Look again when the pause runs out, unless a resume or a refresh comes first.
+            self.q.push(now + duration, Event::PauseEnd(at));
+            return;
+        }
+        self.pause_ended(at, now);
+    }
+
+    /// Port `p` may have been released by a resume or by its pause running out.
+    fn pause_ended(&mut self, p: u32, now: Time) {
+        let node = self.ports[p as usize].node;
+        match self.roles[node as usize] {
+            Role::Switch(s) => {
+                let sw = &mut self.switches[s as usize];
+                let first = sw.first_port as usize;
+                let ports = &mut self.ports[first..self.port_base[node as usize + 1] as usize];
+                let mut cx = cx!(self, now);
+                sw.unpaused(p as usize - first, ports, &mut cx);
+            }
+            Role::Host(h) => self.nic_send(h, now),
+        }
+    }
+
     fn host_receive(&mut self, h: u32, pkt: Packet, now: Time) {
         self.counters.packets_delivered += 1;
         let f = pkt.flow;
@@ -810,6 +851,12 @@ impl World {
     pub fn node_name(&self, node: u32) -> &str {
         &self.node_names[node as usize]
     }
+
+    /// True when switches run PFC.
+    pub fn pfc_enabled(&self) -> bool {
+        self.switches.iter().any(|s| s.pfc.is_some())
+    }
+
     /// True if node `n` is a switch.
     pub fn is_switch(&self, n: u32) -> bool {
         matches!(self.roles[n as usize], Role::Switch(_))
@@ -828,7 +875,8 @@ impl World {
     /// byte once and in order, as counted apart from the transport.
     pub fn check_conservation(&self) -> Result<(), String> {
         let c = &self.counters;
-        let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + p.link.in_flight.len()) as u64).sum();
+        let in_flight = |p: &Port| p.link.in_flight.iter().filter(|(_, pkt)| !pkt.is_pfc()).count();
+        let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum();
         if c.packets_sent != c.packets_delivered + c.drops() + in_network {
             return Err(format!(
                 "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",
@@ -840,12 +888,25 @@ impl World {
         }
         for sw in &self.switches {
             let n = sw.node as usize;
-            let queued: u64 = self.ports[self.port_base[n] as usize..self.port_base[n + 1] as usize].iter().map(|p| p.queue.bytes()).sum();
+            let ports = &self.ports[self.port_base[n] as usize..self.port_base[n + 1] as usize];
+            let queued: u64 = ports.iter().map(|p| p.queue.bytes()).sum();
             if queued != sw.buffer.used {
                 return Err(format!(
                     "buffer accounting broken at {}: {} bytes used != {} bytes queued",
                     self.node_names[n], sw.buffer.used, queued
                 ));
+            }
+            if let Some(pfc) = &sw.pfc {
+                let lossless: u64 =
+                    ports.iter().flat_map(|p| p.queue.iter()).filter(|p| pfc.cfg.is_lossless(p.prio)).map(|p| p.wire_bytes as u64).sum();
+                if lossless != pfc.held_total() {
+                    return Err(format!(
+                        "PFC accounting broken at {}: {} bytes held by ingress != {} lossless bytes queued",
+                        self.node_names[n],
+                        pfc.held_total(),
+                        lossless
+                    ));
+                }
             }
         }
         // Every hop-record stack in use is held by a packet in the network or a NIC queue, or by

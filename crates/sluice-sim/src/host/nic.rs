@@ -45,9 +45,15 @@ impl Nic {
         if port.tx_event_pending {
             return;
         }
-        let pkt = match self.ctrl.pop_front() {
+        // PFC: priorities the switch above paused wait, control packets included.
+        let paused = port.pause.mask(now);
+        let ctrl = match paused {
+            0 => self.ctrl.pop_front(),
+            _ => self.ctrl.iter().position(|p| !is_paused(paused, p.prio)).and_then(|i| self.ctrl.remove(i)),
+        };
+        let pkt = match ctrl {
             Some(p) => Some(p),
-            None => self.next_data_packet(flows, cx),
+            None => self.next_data_packet(flows, paused, cx),
         };
         if let Some(pkt) = pkt {
             cx.counters.packets_sent += 1;
@@ -66,11 +72,15 @@ impl Nic {
             || self.active.iter().any(|f| flows[f as usize].transport.as_ref().is_some_and(|t| t.has_sendable()))
     }
 
-    /// The scheduler: the highest-priority band with a flow ready to send, round robin within
-    /// it, skipping flows their pacer or rate limiter holds back (and waking for the earliest).
-    fn next_data_packet(&mut self, flows: &mut [Flow], cx: &mut Cx) -> Option<Packet> {
+    /// The scheduler: the highest-priority band with a flow ready to send and not paused by PFC,
+    /// round robin within it, skipping flows their pacer or rate limiter holds back (and waking
+    /// for the earliest).
+    fn next_data_packet(&mut self, flows: &mut [Flow], paused: u8, cx: &mut Cx) -> Option<Packet> {
         let mut earliest: Option<Time> = None;
         for band in 0..self.active.bands() {
+            if is_paused(paused, band as u8) {
+                continue;
+            }
             if let Some(pkt) = self.next_in_band(band, flows, cx, &mut earliest) {
                 return Some(pkt);
             }
@@ -121,4 +131,10 @@ impl Nic {
         let data: u64 = self.active.iter().filter_map(|f| flows[f as usize].sender().map(|s| s.sendable_bytes())).sum();
         ctrl + data
     }
+}
+
+/// True if priority `prio` has its bit in the `paused` mask.
+#[inline]
+fn is_paused(paused: u8, prio: u8) -> bool {
+    prio < 8 && paused & (1 << prio) != 0
 }

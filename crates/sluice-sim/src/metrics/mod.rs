@@ -14,7 +14,7 @@ pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
 pub use percentiles::{percentile, Stats};
 pub use run_dir::{describe, prepare_run_dir, warnings, write_run, Provenance, OWNED_FILES};
-pub use series::{port_name, write_cwnd_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
+pub use series::{port_name, write_cwnd_csv, write_pfc_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
 pub use summary::{summarize, Summary};
 
 use crate::time::Time;
@@ -104,6 +104,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     let mut w = io::BufWriter::new(std::fs::File::create(dir.join("ports.csv"))?);
     write_ports_csv(world, &mut w)?;
     w.flush()?;
+    if world.pfc_enabled() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("pfc.csv"))?);
+        write_pfc_csv(world, &mut w)?;
+        w.flush()?;
+    }
     if let Some(cap) = world.capture() {
         let snap = if cap.full_frames { pcap::Snap::Full } else { pcap::Snap::Headers };
         let mut sink = pcap::PcapSink::create_with(dir.join("trace.pcap"), snap)?;

@@ -180,6 +180,9 @@ fn push_options(pkt: &Packet, syn: bool, out: &mut Vec<u8>) -> usize {
 /// frame length without FCS, payload included.
 fn build(pkt: &Packet, out: &mut Vec<u8>) -> io::Result<u32> {
     out.clear();
+    if pkt.is_pfc() {
+        return Ok(pfc_frame(pkt, out));
+    }
     let fwd = pkt.is_forward();
     let initial_syn = pkt.has(flags::SYN) && !pkt.has(flags::ACK);
     let (sport, dport) =
@@ -242,6 +245,23 @@ fn build(pkt: &Packet, out: &mut Vec<u8>) -> io::Result<u32> {
     let tcp_sum = fold(sum_words(pseudo, &out[tcp..]));
     out[tcp + 16..tcp + 18].copy_from_slice(&tcp_sum.to_be_bytes());
     Ok((ETH_HEADER + ip_len) as u32)
+}
+
+/// An IEEE 802.1Qbb PFC frame (MAC control, opcode 0x0101) pausing `pkt.prio` for
+/// `pkt.pause_quanta`, padded to the 60-byte minimum; returns its length.
+fn pfc_frame(pkt: &Packet, out: &mut Vec<u8>) -> u32 {
+    out.extend_from_slice(&[0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);
+    out.extend_from_slice(&[0x02, 0, 0, 0, 0xff, 0xfe]);
+    out.extend_from_slice(&0x8808u16.to_be_bytes());
+    out.extend_from_slice(&0x0101u16.to_be_bytes());
+    let prio = pkt.prio.min(7);
+    out.extend_from_slice(&(1u16 << prio).to_be_bytes());
+    for p in 0..8 {
+        let quanta = if p == prio { pkt.pause_quanta } else { 0 };
+        out.extend_from_slice(&quanta.to_be_bytes());
+    }
+    out.resize(60, 0);
+    60
 }
 
 /// The Ethernet, IPv4 and TCP header bytes of `pkt`, and the full frame length (payload
@@ -422,6 +442,17 @@ mod tests {
 
     fn be32(b: &[u8]) -> u32 {
         u32::from_be_bytes(b[..4].try_into().unwrap())
+    }
+
+    #[test]
+    fn a_pfc_frame_is_an_802_1qbb_mac_control_frame() {
+        let (bytes, len) = frame_bytes(&crate::net::pfc::frame(3, 0x1234)).unwrap();
+        assert_eq!((len, bytes.len()), (60, 60));
+        assert_eq!(&bytes[..6], &[0x01, 0x80, 0xc2, 0x00, 0x00, 0x01], "the MAC control address");
+        assert_eq!(&bytes[12..16], &[0x88, 0x08, 0x01, 0x01], "MAC control, opcode PFC");
+        assert_eq!(&bytes[16..18], &[0x00, 0x08], "class-enable vector: priority 3");
+        assert_eq!(&bytes[18 + 2 * 3..18 + 2 * 4], &[0x12, 0x34], "priority 3's pause time");
+        assert!(bytes[18..18 + 6].iter().all(|&b| b == 0));
     }
 
     #[test]

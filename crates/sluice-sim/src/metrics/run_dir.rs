@@ -17,6 +17,7 @@ pub const OWNED_FILES: &[&str] = &[
     "fct_buckets.csv",
     "utilization.csv",
     "ports.csv",
+    "pfc.csv",
     "queues.csv",
     "requests.csv",
     "cwnd.csv",

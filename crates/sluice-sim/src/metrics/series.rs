@@ -66,6 +66,29 @@ pub fn write_requests_csv(world: &World, out: &mut dyn Write) -> io::Result<()> 
     w.flush()
 }
 
+/// Writes `pfc.csv` (`link,priority,pauses_sent,pauses_received,paused_ns`): for every port and
+/// priority that sent or honoured a PAUSE, the PAUSE frames the port sent upstream (for its own
+/// ingress), those it received, and the time it held that priority back.
+pub fn write_pfc_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
+    let mut w = csv_writer(out);
+    w.write_record(["link", "priority", "pauses_sent", "pauses_received", "paused_ns"])?;
+    for (i, p) in world.ports().iter().enumerate() {
+        for prio in 0..crate::net::pfc::PRIORITIES as u8 {
+            let (sent, received) = (p.pause.sent(prio), p.pause.received(prio));
+            if sent > 0 || received > 0 {
+                w.write_record([
+                    port_name(world, i as u32),
+                    prio.to_string(),
+                    sent.to_string(),
+                    received.to_string(),
+                    ns(p.pause.paused_time(prio, world.now())),
+                ])?;
+            }
+        }
+    }
+    w.flush()
+}
+
 /// Writes `utilization.csv` (`node,port,tx_bytes,utilization,link`): every port's bytes sent over
 /// the run and their share of its line rate; `link` names the port as ports.csv does.
 pub fn write_utilization_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {

@@ -116,7 +116,7 @@ pub struct Summary {
     pub timeouts: u64,
     /// Segments retransmitted.
     pub retransmits: u64,
-    /// PFC pause frames (sluice models lossy Ethernet: always 0).
+    /// PFC PAUSE frames switches sent (0 without `[pfc]`).
     pub pfc_pauses: u64,
     /// Tail loss probes sent, when `transport.tlp` is on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -237,7 +237,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         ecn_marks: c.ecn_marks,
         timeouts,
         retransmits,
-        pfc_pauses: 0,
+        pfc_pauses: c.pfc_pauses,
         loss_probes: world.flows().iter().filter_map(|f| f.loss_probes()).reduce(|a, b| a + b),
         tlt: {
             let mut flows = world.flows().iter().filter_map(|f| f.tlt()).peekable();

@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod link;
 pub mod naming;
+pub mod pfc;
 pub mod port;
 pub mod qdisc;
 pub mod queue;

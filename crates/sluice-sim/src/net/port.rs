@@ -2,12 +2,14 @@
 //! discipline and counters. It puts packets on its wire itself.
 
 use super::link::Link;
+use super::pfc::PauseState;
 use super::qdisc::Discipline;
 use super::queue::PortQueue;
 use crate::context::{Cx, DropReason, Event};
 use crate::packet::Packet;
 use crate::time::{Rate, Time};
 use rand::Rng;
+use std::collections::VecDeque;
 
 /// One egress port of a node, owning the outgoing direction of its link.
 #[derive(Debug)]
@@ -38,6 +40,10 @@ pub struct Port {
     pub tx_packets: u64,
     /// Recent transmit rate, kept on ports of INT-capable switches.
     pub meter: Option<TxMeter>,
+    /// PFC frames waiting for the serializer, sent before any queued packet.
+    pub control: VecDeque<Packet>,
+    /// The PFC pauses this port honours, and its counts.
+    pub pause: PauseState,
 }
 
 /// Transmit rate over a sliding window, from two fixed windows: the current one and the previous
@@ -98,6 +104,8 @@ impl Port {
             tx_bytes: 0,
             tx_packets: 0,
             meter: None,
+            control: VecDeque::new(),
+            pause: PauseState::default(),
         }
     }
 
@@ -120,7 +128,8 @@ impl Port {
         self.busy_until = done;
         self.tx_bytes += bytes;
         self.tx_packets += 1;
-        if self.link.loss > 0.0 && cx.rng.loss.gen::<f64>() < self.link.loss {
+        // PFC frames are not lost: the model keeps the pause protocol itself reliable.
+        if self.link.loss > 0.0 && !pkt.is_pfc() && cx.rng.loss.gen::<f64>() < self.link.loss {
             cx.drop_packet(&pkt, DropReason::LinkLoss);
             return;
         }

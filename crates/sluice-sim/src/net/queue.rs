@@ -77,6 +77,28 @@ impl PortQueue {
         None
     }
 
+    /// Removes the head of the highest-priority non-empty band whose bit in `paused` is clear.
+    #[inline]
+    pub fn pop_unpaused(&mut self, paused: u8) -> Option<Packet> {
+        if paused == 0 {
+            return self.pop();
+        }
+        let b = (0..self.bands.len()).find(|&b| !self.bands[b].is_empty() && !self.band_paused(b, paused))?;
+        let p = self.bands[b].pop_front()?;
+        self.band_bytes[b] -= p.wire_bytes as u64;
+        self.bytes -= p.wire_bytes as u64;
+        if p.colour == Colour::Unimportant {
+            self.unimportant -= p.wire_bytes as u64;
+        }
+        Some(p)
+    }
+
+    /// A band is paused when the priority its head packet carries is (the last band holds every
+    /// priority from its own up, so it is held by its head's).
+    fn band_paused(&self, b: usize, paused: u8) -> bool {
+        self.bands[b].front().is_some_and(|p| (p.prio as usize) < 8 && paused & (1 << p.prio) != 0)
+    }
+
     /// Packets queued over all bands.
     pub fn len(&self) -> usize {
         self.bands.iter().map(|b| b.len()).sum()
@@ -91,6 +113,17 @@ impl PortQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paused_priorities_are_skipped() {
+        let mut q = PortQueue::new(2);
+        q.push(Packet { prio: 0, wire_bytes: 100, seq: 1, ..Packet::default() });
+        q.push(Packet { prio: 1, wire_bytes: 50, seq: 2, ..Packet::default() });
+        assert_eq!(q.pop_unpaused(0b01).map(|p| p.seq), Some(2), "priority 0 paused: band 1 goes");
+        assert_eq!(q.pop_unpaused(0b01).map(|p| p.seq), None);
+        assert_eq!(q.pop_unpaused(0).map(|p| p.seq), Some(1));
+        assert_eq!(q.bytes(), 0);
+    }
 
     #[test]
     fn strict_priority_serves_band_zero_first() {

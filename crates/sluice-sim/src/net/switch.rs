@@ -4,10 +4,11 @@
 //! dequeue when a port's serializer frees up. Its ports live in the world's port arena; the world
 //! hands the switch the slice that is its own.
 
+use super::pfc::{self, Pfc, Signal};
 use super::port::Port;
 use super::qdisc::{Marking, SharedBuffer, Verdict};
 use super::routing::Routes;
-use crate::context::{Cx, DropReason};
+use crate::context::{Cx, DropReason, Event};
 use crate::packet::hpcc_int::HopRecord;
 use crate::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt, LAT_MAX};
 use crate::packet::{Caps, Ecn, Packet};
@@ -26,6 +27,8 @@ pub struct Switch {
     pub salt: u32,
     /// TCP-INT stamping; `None` on legacy switches.
     pub int: Option<IntStamping>,
+    /// Priority flow control, when the fabric runs it.
+    pub pfc: Option<Pfc>,
 }
 
 impl Switch {
@@ -65,41 +68,100 @@ impl Switch {
         let port = &mut ports[local];
         pkt.enq_at = now;
         let red = matches!(port.discipline.marking, Marking::Red(_));
-        if port.idle(now) && port.queue.is_empty() && !red {
+        let free = port.idle(now) && port.queue.is_empty() && !port.pause.is_paused(pkt.prio, now);
+        if free && !red {
             self.egress(local, pkt, ports, cx);
             return;
         }
-        match port.discipline.admit(&pkt, &port.queue, &self.buffer, port.rate, now, &mut cx.rng.ecn) {
+        let lossless = self.pfc.as_ref().is_some_and(|p| p.cfg.is_lossless(pkt.prio));
+        match port.discipline.admit(&pkt, &port.queue, &self.buffer, lossless, port.rate, now, &mut cx.rng.ecn) {
             Verdict::Drop(reason) => cx.drop_packet(&pkt, reason),
             Verdict::Queue { ce } => {
                 if ce {
                     pkt.ecn = Ecn::Ce;
                     cx.counters.ecn_marks += 1;
                 }
-                if port.idle(now) && port.queue.is_empty() {
+                if free {
                     self.egress(local, pkt, ports, cx);
                     return;
                 }
-                self.buffer.take(pkt.wire_bytes as u64);
+                let (len, ingress, prio) = (pkt.wire_bytes as u64, pkt.ingress as usize, pkt.prio);
+                self.buffer.take(len);
                 port.queue.push(pkt);
                 port.wake_when_free(self.first_port + local as u32, cx);
+                if let (true, Some(pfc)) = (lossless, self.pfc.as_mut()) {
+                    let pause = pfc::pause_time(pfc.cfg.quanta, ports[ingress].rate);
+                    let signal = pfc.on_enqueue(ingress, prio, len, &self.buffer, now, pause);
+                    self.signal_upstream(ingress, signal, ports, cx);
+                }
             }
         }
     }
 
-    /// The serializer of local port `local` is free: send its next queued packet, if any.
+    /// Sends a PAUSE or resume out of local port `ingress`, to the node that feeds it, ahead of
+    /// any queued packet.
+    fn signal_upstream(&mut self, ingress: usize, signal: Signal, ports: &mut [Port], cx: &mut Cx) {
+        let frame = match (signal, self.pfc.as_ref()) {
+            (Signal::Pause(prio), Some(pfc)) => pfc::frame(prio, pfc.cfg.quanta),
+            (Signal::Resume(prio), Some(_)) => pfc::frame(prio, 0),
+            _ => return,
+        };
+        let port = &mut ports[ingress];
+        if frame.pause_quanta > 0 {
+            port.pause.count_sent(frame.prio);
+            cx.counters.pfc_pauses += 1;
+        }
+        if port.idle(cx.now) && port.control.is_empty() {
+            port.transmit(self.first_port + ingress as u32, frame, cx);
+        } else {
+            port.control.push_back(frame);
+        }
+        port.wake_when_free(self.first_port + ingress as u32, cx);
+    }
+
+    /// The serializer of local port `local` is free: send its next PFC frame, or its next queued
+    /// packet of a priority not paused, if any.
     pub fn dequeue(&mut self, local: usize, ports: &mut [Port], cx: &mut Cx) {
+        let now = cx.now;
+        let id = self.first_port + local as u32;
         let port = &mut ports[local];
         port.tx_event_pending = false;
-        let Some(pkt) = port.queue.pop() else { return };
-        self.buffer.give_back(pkt.wire_bytes as u64);
+        if !port.idle(now) {
+            // An early wake (a resume arrived while the serializer was busy).
+            port.wake_when_free(id, cx);
+            return;
+        }
+        if let Some(frame) = port.control.pop_front() {
+            port.transmit(id, frame, cx);
+            if !port.control.is_empty() || !port.queue.is_empty() {
+                port.wake_when_free(id, cx);
+            }
+            return;
+        }
+        // Everything queued may be paused: the resume, or the pause running out, wakes the port.
+        let Some(pkt) = port.queue.pop_unpaused(port.pause.mask(now)) else { return };
+        let len = pkt.wire_bytes as u64;
+        self.buffer.give_back(len);
         if port.queue.is_empty() {
-            port.discipline.on_empty(cx.now);
+            port.discipline.on_empty(now);
+        }
+        if let Some(pfc) = self.pfc.as_mut().filter(|p| p.cfg.is_lossless(pkt.prio)) {
+            let signal = pfc.on_dequeue(pkt.ingress as usize, pkt.prio, len, &self.buffer);
+            self.signal_upstream(pkt.ingress as usize, signal, ports, cx);
         }
         self.egress(local, pkt, ports, cx);
         let port = &mut ports[local];
-        if !port.queue.is_empty() {
-            port.wake_when_free(self.first_port + local as u32, cx);
+        if !port.queue.is_empty() || !port.control.is_empty() {
+            port.wake_when_free(id, cx);
+        }
+    }
+
+    /// A resume arrived, or a pause ran out, at local port `local`: send what waited.
+    pub fn unpaused(&mut self, local: usize, ports: &mut [Port], cx: &mut Cx) {
+        let port = &mut ports[local];
+        if !port.queue.is_empty() && port.idle(cx.now) {
+            port.tx_event_pending = true;
+            cx.schedule(cx.now, Event::TxDone(self.first_port + local as u32));
         }
     }
 

@@ -34,6 +34,9 @@ pub mod flags {
     pub const ECE: u8 = 1 << 3;
     /// Congestion window reduced: the sender reacted to ECE.
     pub const CWR: u8 = 1 << 4;
+    /// Not a TCP flag: an IEEE 802.1Qbb PFC frame for priority `prio`, pausing it for
+    /// `pause_quanta` (0: resume). It belongs to no flow and stops at the next node.
+    pub const PFC: u8 = 1 << 6;
     /// Not a TCP flag: the packet travels from the flow's server back to its client.
     pub const REVERSE: u8 = 1 << 7;
 }
@@ -156,6 +159,8 @@ pub struct Packet {
     pub prio: u8,
     /// TLT colour (DSCP).
     pub colour: Colour,
+    /// On a PFC frame: the pause time in quanta of 512 bit times at the link's rate (0 resumes).
+    pub pause_quanta: u16,
     /// On an ACK: the switch hops the acknowledged data crossed, echoed by the receiver.
     pub hops_echo: Option<u8>,
     /// Negotiation bits, on SYN and SYN-ACK.
@@ -190,6 +195,12 @@ impl Packet {
     #[inline]
     pub fn is_syn(&self) -> bool {
         self.flags & (flags::SYN | flags::ACK) == flags::SYN
+    }
+
+    /// True for a PFC frame.
+    #[inline]
+    pub fn is_pfc(&self) -> bool {
+        self.has(flags::PFC)
     }
 
     /// True for packets that travel from the flow's sender to its receiver.

@@ -66,15 +66,32 @@ pub struct Discipline {
 }
 
 impl Discipline {
-    /// Decides for `pkt` arriving at `now` to a port holding `queue`; `rng` draws RED's coin.
+    /// Decides for `pkt` arriving at `now` to a port holding `queue`; `rng` draws RED's coin. A
+    /// `lossless` packet (PFC's priority) is held back upstream instead, so only a full buffer
+    /// drops it.
     #[inline]
-    pub fn admit(&mut self, pkt: &Packet, queue: &PortQueue, buffer: &SharedBuffer, rate: Rate, now: Time, rng: &mut impl Rng) -> Verdict {
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit(
+        &mut self,
+        pkt: &Packet,
+        queue: &PortQueue,
+        buffer: &SharedBuffer,
+        lossless: bool,
+        rate: Rate,
+        now: Time,
+        rng: &mut impl Rng,
+    ) -> Verdict {
         let len = pkt.wire_bytes as u64;
         if self.colour.is_some_and(|c| c.drops(pkt, queue.unimportant_bytes())) {
             return Verdict::Drop(DropReason::Colour);
         }
         let band_bytes = queue.band_bytes(pkt.prio);
-        if self.limit.is_some_and(|l| queue.bytes() + len > l) || !buffer.admits(band_bytes, len) {
+        let room = if lossless {
+            buffer.used + len <= buffer.size
+        } else {
+            self.limit.is_none_or(|l| queue.bytes() + len <= l) && buffer.admits(band_bytes, len)
+        };
+        if !room {
             return Verdict::Drop(DropReason::Buffer);
         }
         let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
@@ -249,13 +266,13 @@ mod tests {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
         let r = Rate::gbps(10);
         let u = crate::packet::Colour::Unimportant;
-        assert_eq!(d.admit(&ect(1000), &queue(500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
-        assert_eq!(d.admit(&ect(1000), &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
-        assert_eq!(d.admit(&ect(1000), &queue(2500, u), &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "port limit");
+        assert_eq!(d.admit(&ect(1000), &queue(500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        assert_eq!(d.admit(&ect(1000), &queue(1500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: true });
+        assert_eq!(d.admit(&ect(1000), &queue(2500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "port limit");
         let not_ect = Packet { wire_bytes: 100, ..Packet::default() };
-        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: false });
+        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: false });
         d.drop_non_ect = true;
-        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
+        assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
     }
 
     #[test]
@@ -269,14 +286,14 @@ mod tests {
         let important = Packet { colour: Colour::Important, ..ect(1000) };
         // 3,000 unimportant bytes queued: one more unimportant packet would reach 4,000.
         let q = queue(3000, Colour::Unimportant);
-        assert_eq!(d.admit(&ect(1000), &q, &buffer, r, Time(0), &mut rng), Verdict::Drop(DropReason::Colour));
-        assert_eq!(d.admit(&important, &q, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true }, "marked like any packet");
+        assert_eq!(d.admit(&ect(1000), &q, &buffer, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::Colour));
+        assert_eq!(d.admit(&important, &q, &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: true }, "marked like any packet");
         // Important bytes do not count toward the threshold.
         let q = queue(50_000, Colour::Important);
-        assert_eq!(d.admit(&ect(1000), &q, &buffer, r, Time(0), &mut rng), Verdict::Queue { ce: true });
+        assert_eq!(d.admit(&ect(1000), &q, &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: true });
         // Past the shared buffer an important packet is dropped as any other.
         let full = SharedBuffer { size: 100_000, used: 99_500, alpha: 1.0 };
-        assert_eq!(d.admit(&important, &queue(0, Colour::Unimportant), &full, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer));
+        assert_eq!(d.admit(&important, &queue(0, Colour::Unimportant), &full, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer));
     }
 
     #[test]
@@ -297,7 +314,7 @@ mod tests {
             }
             let colour = if rng.gen_bool(0.1) { Colour::Important } else { Colour::Unimportant };
             let p = Packet { wire_bytes: rng.gen_range(64..=1538), colour, ..Packet::default() };
-            match d.admit(&p, &q, &buffer, Rate::gbps(10), Time(0), &mut rng) {
+            match d.admit(&p, &q, &buffer, false, Rate::gbps(10), Time(0), &mut rng) {
                 Verdict::Queue { .. } => {
                     important_queued += (colour == Colour::Important) as u32;
                     q.push(p);
