@@ -360,7 +360,7 @@ fn report_refuses_nan_inf_and_negative_figures() {
 
 #[test]
 fn tlt_settings_are_refused_at_their_keys() {
-    refused("[tlt]\nenable = true\n", &[], &["s.toml:11: tlt.enable: unknown field `enable`", "`enabled` or `threshold`"]);
+    refused("[tlt]\nenable = true\n", &[], &["s.toml:11: tlt.enable: unknown field `enable`", "expected one of `enabled`, `threshold`, `every`"]);
     refused("[tlt]\nenabled = true\nthreshold = \"lots\"\n", &[], &["s.toml:12: tlt.threshold", "size"]);
     // No ECN step threshold to default to: the port is named, and the paper's guideline given.
     refused("[tlt]\nenabled = true\n", &[], &["tlt.threshold: required", "sw0->h0", "max(K, BDP)"]);
@@ -379,4 +379,15 @@ fn pfc_settings_are_refused_at_their_keys() {
     refused("[pfc]\nenabled = true\nquanta = 0\n", &[], &["pfc.quanta", "1 to 65535"]);
     refused("[pfc]\nenabled = true\nheadroom = \"100B\"\n", &[], &["pfc.headroom", "at least one full frame (1538 bytes)"]);
     refused("[pfc]\nenabled = true\npause = 3\n", &[], &["s.toml:12: pfc.pause: unknown field `pause`", "`quanta`"]);
+}
+
+#[test]
+fn rdma_settings_are_refused_at_their_keys() {
+    refused("[rdma]\nmtu = 100\n", &[], &["rdma.mtu", "256 to 9000", "100"]);
+    refused("[rdma]\nrecovery = \"sack\"\n", &[], &["rdma.recovery", "s.toml:11: rdma.recovery", "unknown variant `sack`, expected `gbn` or `irn`"]);
+    refused("[rdma]\nrto_low = \"1ms\"\n", &[], &["rdma.rto_low", "at most rdma.rto (320us)"]);
+    refused("[rdma]\nack_interval = 0\n", &[], &["rdma.ack_interval", "at least 1"]);
+    refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"roce\"\n", &[], &["classes.r.transport", "expected `tcp` or `rdma`"]);
+    refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\nparams = { g = 2.0 }\n", &[], &["classes.r.params.g", "(0, 1]"]);
+    refused("[classes.r]\ncc = \"timely\"\ntransport = \"rdma\"\nparams = { t_high = \"10us\" }\n", &[], &["t_high", "more than t_low (50us)"]);
 }

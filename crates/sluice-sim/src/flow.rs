@@ -116,7 +116,7 @@ impl Flow {
 
     /// The registry name of the algorithm the flow ran.
     pub fn cc_name(&self) -> &'static str {
-        self.sender().map_or(self.kept.cc_name, Sender::cc_name)
+        self.transport.as_ref().map_or(self.kept.cc_name, Transport::cc_name)
     }
 
     /// Whether the flow's segments carried the TCP-INT option.
@@ -126,13 +126,13 @@ impl Flow {
 
     /// Segments retransmitted.
     pub fn retransmits(&self) -> u64 {
-        self.sender().map_or(self.kept.retransmits, |s| s.retransmits)
+        self.transport.as_ref().map_or(self.kept.retransmits, Transport::retransmits)
     }
 
     /// TLT's counters, when the flow used TLT.
     pub fn tlt(&self) -> Option<TltCounts> {
-        match self.sender() {
-            Some(s) => s.tlt.as_ref().map(|t| t.counts),
+        match &self.transport {
+            Some(t) => t.tlt_counts(),
             None => self.kept.tlt,
         }
     }
@@ -147,8 +147,8 @@ impl Flow {
 
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
-        match self.sender() {
-            Some(s) => &s.timeouts,
+        match &self.transport {
+            Some(t) => t.timeouts(),
             None => &self.kept.timeouts,
         }
     }
@@ -181,14 +181,14 @@ impl Flow {
     pub fn release(&mut self) {
         if let Some(t) = self.transport.take() {
             self.kept.negotiation = Some(t.negotiation());
+            self.kept.cc_name = t.cc_name();
+            self.kept.retransmits = t.retransmits();
+            self.kept.timeouts = t.timeouts().to_vec();
+            self.kept.tlt = t.tlt_counts();
             if let Some(c) = t.tcp() {
                 self.closed_at = c.closes_at();
                 let s = &c.sender;
-                self.kept.cc_name = s.cc_name();
                 self.kept.int_enabled = s.int_enabled();
-                self.kept.retransmits = s.retransmits;
-                self.kept.timeouts = s.timeouts.clone();
-                self.kept.tlt = s.tlt.as_ref().map(|t| t.counts);
                 self.kept.loss_probes = s.tlp.as_ref().map(|t| t.probes);
             }
         }

@@ -6,6 +6,7 @@ use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::world::{Bucketing, ClassRuntime, IntRuntime, Parts, World};
+use crate::transport::rdma::RdmaConfig;
 use crate::transport::tcp::TcpConfig;
 use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,9 @@ pub struct Scenario {
     /// Priority flow control on every switch.
     #[serde(default)]
     pub pfc: PfcTable,
+    /// RDMA queue-pair settings, for classes with `transport = "rdma"`.
+    #[serde(default)]
+    pub rdma: RdmaConfig,
 }
 
 /// `[pfc]`: IEEE 802.1Qbb priority flow control on every switch (`net/pfc.rs`).
@@ -130,6 +134,9 @@ pub struct TltConfig {
     /// an unimportant packet is dropped when the port's unimportant bytes plus it would reach
     /// this. Default: the port's ECN step threshold K.
     pub threshold: Option<Bytes>,
+    /// RDMA queue pairs also mark every this many packets important (0: only each message's last
+    /// packet and the first packet of each retransmission).
+    pub every: u32,
 }
 
 /// `[limits]`: the most a scenario may create. `check` estimates each before the run and refuses
@@ -441,6 +448,21 @@ pub struct ClassConfig {
     /// Administrator match rules: flows of no explicit class join the first class that matches.
     #[serde(rename = "match")]
     pub matches: Option<MatchRules>,
+    /// The transport the class's flows run on: "tcp" (default) or "rdma" (RoCEv2 queue pairs,
+    /// `[rdma]`).
+    #[serde(default)]
+    pub transport: ClassTransport,
+}
+
+/// The transport of a class's flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassTransport {
+    /// TCP connections (`[transport]`).
+    #[default]
+    Tcp,
+    /// RDMA reliable-connected queue pairs (`[rdma]`).
+    Rdma,
 }
 
 pub use crate::workload::MatchRules;
@@ -669,7 +691,7 @@ pub(crate) fn parse_without(
 const TABLE_KEYS: &[&str] = &[
     "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
     "classes.*.match", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
-    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt", "pfc",
+    "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt", "pfc", "rdma",
 ];
 
 /// Refuses a list where the schema has a table (`sim = ["5ms", 7, false]`), which serde would
@@ -899,6 +921,7 @@ pub fn build(loaded: &LoadedScenario) -> Result<World, String> {
 pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> {
     let sc = &loaded.scenario;
     sc.transport.validate()?;
+    sc.rdma.validate()?;
     if sc.switch.buffer.0 == 0 {
         return Err("switch.buffer: expected a positive size like \"16MB\"".into());
     }
@@ -935,7 +958,14 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     let mut classes = Vec::new();
     let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
     if !sc.classes.contains_key("default") {
-        class_cfgs.insert(0, ("default".into(), ClassConfig { cc: DEFAULT_CC.into(), params: toml::Table::new(), priority: 0, fallback: None, matches: None }));
+        class_cfgs.insert(0, ("default".into(), ClassConfig {
+                cc: DEFAULT_CC.into(),
+                params: toml::Table::new(),
+                priority: 0,
+                fallback: None,
+                matches: None,
+                transport: ClassTransport::Tcp,
+            }));
     }
     for (name, c) in &class_cfgs {
         let info = cc::lookup(&c.cc).ok_or_else(|| {
@@ -959,6 +989,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             factory,
             priority: c.priority,
             fallback: (fb.name.to_string(), fallback),
+            rdma: c.transport == ClassTransport::Rdma,
         });
     }
     let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
@@ -1110,6 +1141,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         priorities: sc.switch.priorities,
         disciplines,
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
+        rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(sc.tlt.every)),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64)?,
         classes,
         flows,

@@ -22,6 +22,7 @@ use crate::packet::hpcc_int::HopSlab;
 use crate::packet::tcp_int::IntEncoding;
 use crate::packet::Packet;
 use crate::time::{Rate, Time};
+use crate::transport::rdma::{QueuePair, RdmaConfig};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpConfig, TcpConnection};
 use crate::transport::{Io, Side, Transport};
 use crate::workload::app::{App, AppIo, Request};
@@ -49,6 +50,8 @@ pub struct ClassRuntime {
     pub priority: u8,
     /// The algorithm flows fall back to when negotiation fails, and its builder.
     pub fallback: (String, CcFactory),
+    /// The class's flows run on RDMA queue pairs instead of TCP.
+    pub rdma: bool,
 }
 
 /// How `fct_buckets.csv` groups flows by size.
@@ -99,6 +102,8 @@ pub struct Parts {
     pub disciplines: Vec<Discipline>,
     /// TCP settings.
     pub tcp: TcpConfig,
+    /// RDMA queue-pair settings, and TLT's every-N marking when TLT is on.
+    pub rdma: (RdmaConfig, Option<u32>),
     /// Classes by index; `default` is always present.
     pub classes: Vec<ClassRuntime>,
     /// Every flow, sorted by start time.
@@ -177,6 +182,7 @@ pub struct World {
     requests: Vec<Request>,
     classes: Vec<ClassRuntime>,
     tcp: TcpConfig,
+    rdma: (RdmaConfig, Option<u32>),
     rng: Streams,
     counters: Counters,
     unfinished: usize,
@@ -315,6 +321,7 @@ impl World {
             requests: Vec::new(),
             classes: p.classes,
             tcp: p.tcp,
+            rdma: p.rdma,
             rng: Streams::new(p.seed),
             counters: Counters::default(),
             unfinished: 0,
@@ -373,6 +380,9 @@ impl World {
         let hash_rev = flow_hash(dst, src, id, true);
         let class = &self.classes[spec.class];
         let link_rate = self.ports[self.nics[spec.src].port as usize].rate;
+        if class.rdma {
+            return self.add_queue_pair(spec, id, hash_fwd, hash_rev, link_rate);
+        }
         let mss = self.tcp.mss();
         let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO };
         // What the algorithm needs decides the options its segments carry, and so the flow's
@@ -420,11 +430,39 @@ impl World {
         if let Some(s) = spec.size {
             flow.ideal_fct = base_rtt + link_rate.tx_time(self.tcp.wire_bytes_at(s, flow_mss));
         }
+        self.push_flow(flow, spec)
+    }
+
+    /// Adds flow `id` of an RDMA class as a queue pair; its algorithm's T is the path's round
+    /// trip at full packets, and IRN's cap one bandwidth-delay product of it.
+    fn add_queue_pair(&mut self, spec: &FlowSpec, id: u32, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> u32 {
+        let (src, dst) = (spec.src as u32, spec.dst as u32);
+        let class = &self.classes[spec.class];
+        let (cfg, tlt_every) = &self.rdma;
+        let mtu = cfg.mtu as u64;
+        let full = self.path_rtt_with(src, dst, hash_fwd, hash_rev, cfg.frame(mtu) as u64, cfg.ack_frame() as u64);
+        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full };
+        let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
+        let base_rtt = self.path_rtt_with(src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
+        let qp = QueuePair::new(cfg, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        let ideal = spec.size.map(|s| base_rtt + link_rate.tx_time(cfg.wire_bytes(s)));
+        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Rdma(Box::new(qp)));
+        flow.base_rtt = base_rtt;
+        if let Some(t) = ideal {
+            flow.ideal_fct = t;
+        }
+        self.push_flow(flow, spec)
+    }
+
+    /// Records a new flow's QoS and counts it among the finite or endless flows.
+    fn push_flow(&mut self, mut flow: Flow, spec: &FlowSpec) -> u32 {
         flow.deadline = spec.qos.deadline;
         match spec.size {
             Some(_) => self.unfinished += 1,
             None => self.endless += 1,
         }
+        let id = flow.id;
         self.flows.push(flow);
         id
     }
@@ -433,7 +471,11 @@ impl World {
     /// frame's serialization at each hop after the first (store and forward), and the ACK's
     /// serialization at every hop back. A one-packet flow takes exactly its ideal FCT.
     fn path_rtt(&self, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64) -> Time {
-        let ack_frame = self.tcp.frame(0) as u64;
+        self.path_rtt_with(src, dst, hash_fwd, hash_rev, frame, self.tcp.frame(0) as u64)
+    }
+
+    /// [`Self::path_rtt`] with the transport's own ACK frame.
+    fn path_rtt_with(&self, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
         let forward = self.walk(src, dst, hash_fwd, |i, port| {
             port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
         });
@@ -560,9 +602,9 @@ impl World {
             Event::Sample(SampleKind::Cwnd) => {
                 for &f in &self.cwnd_flows {
                     let flow = &self.flows[f as usize];
-                    if let (true, None, Some(s)) = (flow.start <= now, flow.finish, flow.sender()) {
-                        let state = s.cc.state();
-                        self.cwnd_samples.push(CwndSample { t: now, flow: f, cwnd: s.win.cwnd, state });
+                    if let (true, None, Some(t)) = (flow.start <= now, flow.finish, flow.transport.as_ref()) {
+                        let (win, cc) = t.congestion();
+                        self.cwnd_samples.push(CwndSample { t: now, flow: f, cwnd: win.cwnd, state: cc.state() });
                     }
                 }
                 self.q.push(now + self.cwnd_interval, Event::Sample(SampleKind::Cwnd));
@@ -653,7 +695,7 @@ impl World {
         let flow = &mut self.flows[f as usize];
         if io.completed && flow.finish.is_none() {
             flow.finish = Some(now);
-            if flow.size.is_some() && !flow.tcp().is_some_and(|c| c.sender.is_persistent()) {
+            if flow.size.is_some() && !flow.transport.as_ref().is_some_and(Transport::is_persistent) {
                 self.unfinished -= 1;
             }
             self.stop_if_done();
@@ -692,7 +734,7 @@ impl World {
             }
             return;
         };
-        let persistent = flow.tcp().is_some_and(|c| c.sender.is_persistent());
+        let persistent = flow.transport.as_ref().is_some_and(Transport::is_persistent);
         let complete = if persistent {
             flow.messages.front().is_some_and(|&(end, _)| end <= delivered)
         } else {
@@ -730,10 +772,9 @@ impl World {
             let live = self.connections.get(&key).copied().filter(|&f| self.flows[f as usize].transport.is_some());
             if let Some(f) = live {
                 let flow = &mut self.flows[f as usize];
-                let conn = flow.tcp_mut().expect("a persistent connection is TCP");
-                conn.sender.append(size);
-                let established = conn.sender.phase == crate::transport::tcp::Phase::Established;
-                flow.size = conn.sender.size();
+                let t = flow.transport.as_mut().expect("a live connection has a transport");
+                let (new_size, established) = t.append(size);
+                flow.size = new_size;
                 flow.messages.push_back((flow.size.expect("a persistent connection has a size"), tag));
                 if established {
                     let src = flow.src;
@@ -745,7 +786,7 @@ impl World {
                 // A connection outlives its messages: the run ends without waiting for it.
                 self.unfinished -= 1;
                 let flow = &mut self.flows[f as usize];
-                flow.tcp_mut().expect("a new connection is TCP").sender.make_persistent();
+                flow.transport.as_mut().expect("a new connection has a transport").make_persistent();
                 flow.app = Some((a, 0));
                 flow.messages.push_back((size, tag));
                 self.connections.insert(key, f);
@@ -914,7 +955,7 @@ impl World {
         let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt)));
         let held_by_packets =
             queued.chain(self.nics.iter().flat_map(|n| n.ctrl.iter())).filter(|p| p.hops.is_some()).count();
-        let held_by_receivers = self.flows.iter().filter(|f| f.tcp().is_some_and(|c| c.receiver.hops_held.is_some())).count();
+        let held_by_receivers = self.flows.iter().filter(|f| f.transport.as_ref().is_some_and(Transport::holds_hop_stack)).count();
         if held_by_packets + held_by_receivers != self.hops.in_use() {
             return Err(format!(
                 "hop-record conservation broken: {} stacks in use != {} held by packets and receivers",
@@ -927,12 +968,17 @@ impl World {
                 return Err(fault.to_string());
             }
             let got = f.bytes_delivered();
-            if let Some(c) = f.tcp() {
-                if got != c.receiver.rcv_nxt {
-                    return Err(format!("flow {}: the application got {got} bytes but the receiver holds {} in order", f.id, c.receiver.rcv_nxt));
+            let ends = match f.transport.as_ref() {
+                Some(Transport::Tcp(c)) => Some((c.receiver.rcv_nxt, c.sender.una)),
+                Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),
+                None => None,
+            };
+            if let Some((in_order, acked)) = ends {
+                if got != in_order {
+                    return Err(format!("flow {}: the application got {got} bytes but the receiver holds {in_order} in order", f.id));
                 }
-                if c.sender.una > got {
-                    return Err(format!("flow {}: sender saw {} acknowledged but the application got {got}", f.id, c.sender.una));
+                if acked > got {
+                    return Err(format!("flow {}: sender saw {acked} acknowledged but the application got {got}", f.id));
                 }
             }
             if let Some(size) = f.size {

@@ -48,11 +48,18 @@ fn workload(hosts: usize) -> impl Strategy<Value = String> {
 }
 
 fn scenario_text() -> impl Strategy<Value = String> {
-    (topology(), prop::sample::select(algorithms()), any::<u64>()).prop_flat_map(|((topo, hosts), cc, seed)| {
+    // A third of the scenarios run on RDMA queue pairs, with either loss recovery.
+    let transport = prop::sample::select(vec![
+        "",
+        "",
+        "transport = \"rdma\"\n[rdma]\nrecovery = \"gbn\"\n",
+        "transport = \"rdma\"\n[rdma]\nrecovery = \"irn\"\n",
+    ]);
+    (topology(), prop::sample::select(algorithms()), any::<u64>(), transport).prop_flat_map(|((topo, hosts), cc, seed, transport)| {
         workload(hosts).prop_map(move |w| {
             format!(
                 "[sim]\nduration = \"1ms\"\nseed = {}\n\n[topology]\n{topo}\n\n[switch]\nbuffer = \"1MB\"\n\n\
-                 [switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n\n[classes.default]\ncc = \"{cc}\"\n\n\
+                 [switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n\n[classes.default]\ncc = \"{cc}\"\n{transport}\n\
                  [[workloads]]\n{w}\n\n[output.queues]\ninterval = \"20us\"\nports = [\"sw0\"]\n\n\
                  [output.cwnd]\ninterval = \"20us\"\n",
                 seed >> 1

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 mod bbr;
 mod cubic;
+mod dcqcn;
 mod dctcp;
+mod dctcp_rate;
 mod ecn_int;
 mod hpcc;
 mod hptcp;
@@ -17,6 +19,7 @@ pub mod negotiation;
 mod newreno;
 pub mod portable;
 mod swift;
+mod timely;
 
 pub use bbr::Bbr;
 pub use cubic::Cubic;
@@ -111,7 +114,8 @@ pub enum CongestionEvent {
     FastRetransmit,
     /// The retransmission timer expired.
     Timeout,
-    /// A classic ECN echo (ECE), reacted to at most once per window.
+    /// A congestion notification: a classic ECN echo (ECE), reacted to at most once per window
+    /// on TCP, or an RDMA CNP, passed on as it arrives.
     Ecn,
 }
 
@@ -257,6 +261,27 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
         params: swift::PARAMS,
         build: swift::factory,
+    },
+    AlgorithmInfo {
+        name: "dcqcn",
+        aliases: &[],
+        summary: "DCQCN (SIGCOMM 2015): rate cut by alpha/2 on CNPs, fast recovery, additive and hyper increase (RDMA)",
+        params: dcqcn::PARAMS,
+        build: dcqcn::factory,
+    },
+    AlgorithmInfo {
+        name: "timely",
+        aliases: &[],
+        summary: "TIMELY (SIGCOMM 2015): rate from the RTT gradient between T_low and T_high (RDMA)",
+        params: timely::PARAMS,
+        build: timely::factory,
+    },
+    AlgorithmInfo {
+        name: "dctcp_rate",
+        aliases: &[],
+        summary: "DCTCP on a rate-based NIC (the HPCC simulator's hardware DCTCP): rate cut by alpha/2 (RDMA)",
+        params: dctcp_rate::PARAMS,
+        build: dctcp_rate::factory,
     },
     AlgorithmInfo {
         name: "newreno_ref",

@@ -128,8 +128,9 @@ impl Nic {
     /// now (what a queue sample of the host's port reports).
     pub fn backlog_bytes(&self, flows: &[Flow]) -> u64 {
         let ctrl: u64 = self.ctrl.iter().map(|p| p.wire_bytes as u64).sum();
-        let data: u64 = self.active.iter().filter_map(|f| flows[f as usize].sender().map(|s| s.sendable_bytes())).sum();
-        ctrl + data
+        // Saturating: an endless flow with an open window (a rate-based algorithm's) has no end.
+        let data = self.active.iter().filter_map(|f| flows[f as usize].transport.as_ref().map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);
+        ctrl.saturating_add(data)
     }
 }
 

@@ -34,6 +34,9 @@ pub mod flags {
     pub const ECE: u8 = 1 << 3;
     /// Congestion window reduced: the sender reacted to ECE.
     pub const CWR: u8 = 1 << 4;
+    /// Not a TCP flag: an RDMA NACK (the AETH syndrome of a sequence error): the receiver
+    /// expects `ack`; with IRN, `sack[0]` names the packet that arrived instead.
+    pub const NACK: u8 = 1 << 5;
     /// Not a TCP flag: an IEEE 802.1Qbb PFC frame for priority `prio`, pausing it for
     /// `pause_quanta` (0: resume). It belongs to no flow and stops at the next node.
     pub const PFC: u8 = 1 << 6;

@@ -1,15 +1,18 @@
 //! Transports, and the one interface hosts drive them through (in smoltcp's shape): take an
 //! arriving packet, give the next packet the NIC may send now, run a timer that is due. A
-//! transport owns its state machine and its timers; TCP is one implementation, and a new
-//! transport is one more variant of [`Transport`] and one more folder.
+//! transport owns its state machine and its timers; TCP and RDMA are its implementations, each
+//! a variant of [`Transport`] and a folder.
 
+pub mod rdma;
 pub mod tcp;
 
 use crate::cc::negotiation::Negotiation;
+use crate::cc::{CongestionControl, Window};
 use crate::context::{Cx, TimerKind};
 use crate::packet::Packet;
 use crate::time::Time;
-use tcp::TcpConnection;
+use rdma::QueuePair;
+use tcp::{TcpConnection, TimeoutRecord, TltCounts};
 
 /// Which end of a connection a packet reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +56,8 @@ impl Io {
 pub enum Transport {
     /// TCP.
     Tcp(Box<TcpConnection>),
+    /// An RDMA queue pair (RoCEv2).
+    Rdma(Box<QueuePair>),
 }
 
 impl Transport {
@@ -61,6 +66,7 @@ impl Transport {
     pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         match self {
             Transport::Tcp(c) => c.on_packet(side, pkt, io, cx),
+            Transport::Rdma(c) => c.on_packet(side, pkt, io, cx),
         }
     }
 
@@ -69,6 +75,7 @@ impl Transport {
     pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
         match self {
             Transport::Tcp(c) => c.next_packet(cx),
+            Transport::Rdma(c) => c.next_packet(cx),
         }
     }
 
@@ -77,6 +84,7 @@ impl Transport {
     pub fn ready_at(&mut self, now: Time) -> Time {
         match self {
             Transport::Tcp(c) => c.ready_at(now),
+            Transport::Rdma(c) => c.ready_at(now),
         }
     }
 
@@ -85,6 +93,7 @@ impl Transport {
     pub fn has_sendable(&self) -> bool {
         match self {
             Transport::Tcp(c) => c.has_sendable(),
+            Transport::Rdma(c) => c.has_sendable(),
         }
     }
 
@@ -92,6 +101,7 @@ impl Transport {
     pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
         match self {
             Transport::Tcp(c) => c.on_timer(kind, gen, io, cx),
+            Transport::Rdma(c) => c.on_timer(kind, gen, io, cx),
         }
     }
 
@@ -99,6 +109,7 @@ impl Transport {
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         match self {
             Transport::Tcp(c) => c.open(io, cx),
+            Transport::Rdma(c) => c.open(io, cx),
         }
     }
 
@@ -106,6 +117,8 @@ impl Transport {
     pub fn negotiation(&self) -> Negotiation {
         match self {
             Transport::Tcp(c) => c.negotiation,
+            // A queue pair has no handshake: it runs the class's algorithm as configured.
+            Transport::Rdma(_) => Negotiation::NotNegotiated,
         }
     }
 
@@ -113,6 +126,7 @@ impl Transport {
     pub fn tcp(&self) -> Option<&TcpConnection> {
         match self {
             Transport::Tcp(c) => Some(c),
+            Transport::Rdma(_) => None,
         }
     }
 
@@ -120,6 +134,104 @@ impl Transport {
     pub fn tcp_mut(&mut self) -> Option<&mut TcpConnection> {
         match self {
             Transport::Tcp(c) => Some(c),
+            Transport::Rdma(_) => None,
+        }
+    }
+
+    /// The RDMA queue pair, if this is one.
+    pub fn rdma(&self) -> Option<&QueuePair> {
+        match self {
+            Transport::Rdma(q) => Some(q),
+            Transport::Tcp(_) => None,
+        }
+    }
+
+    /// The sender's window and its congestion controller.
+    pub fn congestion(&self) -> (&Window, &dyn CongestionControl) {
+        match self {
+            Transport::Tcp(c) => (&c.sender.win, c.sender.cc.as_ref()),
+            Transport::Rdma(q) => (&q.win, q.cc.as_ref()),
+        }
+    }
+
+    /// The congestion controller, mutably (a probe may wrap it before the run).
+    pub fn cc_mut(&mut self) -> &mut Box<dyn CongestionControl> {
+        match self {
+            Transport::Tcp(c) => &mut c.sender.cc,
+            Transport::Rdma(q) => &mut q.cc,
+        }
+    }
+
+    /// The registry name of the algorithm the flow runs.
+    pub fn cc_name(&self) -> &'static str {
+        self.congestion().1.name()
+    }
+
+    /// Data packets resent.
+    pub fn retransmits(&self) -> u64 {
+        match self {
+            Transport::Tcp(c) => c.sender.retransmits,
+            Transport::Rdma(q) => q.retransmits,
+        }
+    }
+
+    /// Retransmission timeouts, in order.
+    pub fn timeouts(&self) -> &[TimeoutRecord] {
+        match self {
+            Transport::Tcp(c) => &c.sender.timeouts,
+            Transport::Rdma(q) => &q.timeouts,
+        }
+    }
+
+    /// TLT's counters, when the flow marks.
+    pub fn tlt_counts(&self) -> Option<TltCounts> {
+        match self {
+            Transport::Tcp(c) => c.sender.tlt.as_ref().map(|t| t.counts),
+            Transport::Rdma(q) => q.tlt_counts(),
+        }
+    }
+
+    /// Bytes the sender could put on the wire now (a host port's queue sample counts them).
+    pub fn sendable_bytes(&self) -> u64 {
+        match self {
+            Transport::Tcp(c) => c.sender.sendable_bytes(),
+            Transport::Rdma(q) => q.sendable_bytes(),
+        }
+    }
+
+    /// Whether the application appends messages to this connection.
+    pub fn is_persistent(&self) -> bool {
+        match self {
+            Transport::Tcp(c) => c.sender.is_persistent(),
+            Transport::Rdma(q) => q.is_persistent(),
+        }
+    }
+
+    /// Keeps the connection open between the messages the application appends.
+    pub fn make_persistent(&mut self) {
+        match self {
+            Transport::Tcp(c) => c.sender.make_persistent(),
+            Transport::Rdma(q) => q.make_persistent(),
+        }
+    }
+
+    /// Queues a further message of `bytes`; returns the flow's new size and whether the sender
+    /// may send it now (a TCP connection still in its handshake waits).
+    pub fn append(&mut self, bytes: u64) -> (Option<u64>, bool) {
+        match self {
+            Transport::Tcp(c) => {
+                c.sender.append(bytes);
+                (c.sender.size(), c.sender.phase == tcp::Phase::Established)
+            }
+            Transport::Rdma(q) => (Some(q.append(bytes)), true),
+        }
+    }
+
+    /// Whether the receiving end holds a per-hop record stack it has not echoed.
+    pub fn holds_hop_stack(&self) -> bool {
+        match self {
+            Transport::Tcp(c) => c.receiver.hops_held.is_some(),
+            Transport::Rdma(q) => q.holds_hop_stack(),
         }
     }
 }

@@ -1,0 +1,122 @@
+//! RDMA: a RoCEv2-style reliable-connected queue pair driven by the NIC, as the second transport
+//! beside TCP. Messages are cut into MTU packets with sequence numbers, paced by a per-QP rate
+//! limiter at the rate the congestion controller sets, acknowledged per packet (or every N), and
+//! repaired by go-back-N (the commodity default) or IRN's selective repeat. Receivers answer
+//! CE-marked packets with congestion notification packets (CNPs), at most one per interval.
+//!
+//! The algorithms are the same registry the TCP sender uses: a CNP reaches the algorithm as a
+//! congestion event (`CongestionEvent::Ecn`), an ACK as the usual signal block, so `hpcc` is one
+//! implementation on both transports.
+
+mod qp;
+
+pub use qp::QueuePair;
+
+use crate::packet::{ETHERNET_OVERHEAD, IPV4_HEADER};
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// UDP 8 + InfiniBand base transport header 12 + invariant CRC 4: what RoCEv2 adds to a packet
+/// beyond its IP header.
+pub const ROCE_HEADER: u32 = 8 + 12 + 4;
+/// The ACK extended transport header (syndrome and MSN) every ACK, NACK and CNP carries.
+pub const AETH: u32 = 4;
+
+/// Loss recovery of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recovery {
+    /// Go-back-N: the receiver drops out-of-order packets and NACKs the one it expects; the
+    /// sender resends everything from there (what commodity RoCE NICs do).
+    Gbn,
+    /// IRN (Mittal et al., SIGCOMM 2018): the receiver keeps out-of-order packets and NACKs with
+    /// the cumulative ACK and the packet that arrived; the sender resends only the holes, with a
+    /// low timeout when few packets are in flight and in-flight packets capped at one BDP.
+    Irn,
+}
+
+/// The `[rdma]` table: settings every RDMA queue pair shares.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RdmaConfig {
+    /// Payload bytes per packet (the RoCE path MTU; the HPCC paper uses 1000).
+    pub mtu: u32,
+    /// Acknowledge every this many in-order packets (and always a message's last packet).
+    pub ack_interval: u32,
+    /// Loss recovery: "gbn" or "irn".
+    pub recovery: Recovery,
+    /// At most one CNP per queue pair per this interval (50 us in Mellanox NICs).
+    pub cnp_interval: Time,
+    /// Retransmission timeout (go-back-N; IRN's RTO_high).
+    pub rto: Time,
+    /// IRN's RTO_low, used while at most `rto_low_packets` packets are in flight.
+    pub rto_low: Time,
+    /// In-flight packets up to which IRN uses `rto_low`.
+    pub rto_low_packets: u32,
+    /// IRN's cap on packets in flight; default one bandwidth-delay product of the flow's path.
+    pub irn_window: Option<u32>,
+    /// A go-back-N receiver NACKs the same expected packet again only after this long.
+    pub nack_interval: Time,
+    /// Bytes of link framing per frame beyond the IP packet (Ethernet: 38).
+    pub framing: u32,
+}
+
+impl Default for RdmaConfig {
+    fn default() -> Self {
+        RdmaConfig {
+            mtu: 1000,
+            ack_interval: 1,
+            recovery: Recovery::Gbn,
+            cnp_interval: Time::from_us(50),
+            rto: Time::from_us(320),
+            rto_low: Time::from_us(100),
+            rto_low_packets: 3,
+            irn_window: None,
+            nack_interval: Time::from_us(500),
+            framing: ETHERNET_OVERHEAD,
+        }
+    }
+}
+
+impl RdmaConfig {
+    /// Bytes on the wire of a data packet with `payload` bytes.
+    pub fn frame(&self, payload: u64) -> u32 {
+        payload as u32 + IPV4_HEADER + ROCE_HEADER + self.framing
+    }
+
+    /// Bytes on the wire of an ACK, NACK or CNP.
+    pub fn ack_frame(&self) -> u32 {
+        IPV4_HEADER + ROCE_HEADER + AETH + self.framing
+    }
+
+    /// Bytes on the wire to move `size` bytes in MTU packets (for ideal FCT).
+    pub fn wire_bytes(&self, size: u64) -> u64 {
+        let packets = size.div_ceil(self.mtu as u64).max(1);
+        size + packets * self.frame(0) as u64
+    }
+
+    /// Checks ranges; errors name the key under `rdma.`.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(256..=9_000).contains(&self.mtu) {
+            return Err(format!("rdma.mtu: expected 256 to 9000 payload bytes per packet, got {}", self.mtu));
+        }
+        if self.ack_interval == 0 {
+            return Err("rdma.ack_interval: expected at least 1 packet".into());
+        }
+        for (key, t) in [("rto", self.rto), ("rto_low", self.rto_low), ("nack_interval", self.nack_interval)] {
+            if t == Time::ZERO {
+                return Err(format!("rdma.{key}: expected a positive duration like \"100us\""));
+            }
+        }
+        if self.rto_low > self.rto {
+            return Err(format!("rdma.rto_low: expected at most rdma.rto ({}), got {}", self.rto, self.rto_low));
+        }
+        if self.irn_window == Some(0) {
+            return Err("rdma.irn_window: expected at least 1 packet".into());
+        }
+        if self.framing > 1_000 {
+            return Err(format!("rdma.framing: expected at most 1000 bytes of framing per frame, got {}", self.framing));
+        }
+        Ok(())
+    }
+}

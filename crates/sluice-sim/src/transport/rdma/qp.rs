@@ -1,0 +1,733 @@
+//! One reliable-connected queue pair with both of its ends: the requester's NIC, which cuts the
+//! flow into MTU packets, paces them at the congestion controller's rate and repairs losses, and
+//! the responder's NIC, which acknowledges, NACKs what is out of order and sends CNPs.
+//!
+//! Sequence numbers are byte offsets (packet `i` carries bytes `i x mtu ..`), so a PSN is
+//! `seq / mtu`. The requester's rate is the algorithm's pacing rate (line rate when it sets
+//! none) and its window, when the algorithm keeps one (HPCC), caps the bytes in flight; DCQCN and
+//! TIMELY leave the window open and act on the rate alone.
+//!
+//! - **Go-back-N**: the responder accepts only the packet it expects; anything later is dropped
+//!   and answered with one NACK naming the expected packet (again only after `nack_interval`),
+//!   and the requester resends from there. A timeout resends from the oldest unacknowledged.
+//! - **IRN**: the responder keeps out-of-order packets and answers each with a NACK carrying the
+//!   cumulative ACK and the packet that arrived (a one-block SACK). The requester marks what was
+//!   received, resends the holes below the highest received, then continues with new data; new
+//!   packets in flight never exceed the BDP cap. Its timer is RTO_low while few packets are in
+//!   flight, RTO_high otherwise, and a timeout resends every hole.
+//! - **CNPs**: a CE-marked packet makes the responder send a CNP, unless it sent one less than
+//!   `cnp_interval` ago, to algorithms that react to notifications (`EcnMode::Classic`);
+//!   algorithms that read per-packet marks (`EcnMode::PerPacket`) get them echoed on ACKs.
+//! - **TLT's rate-based marking** (EuroSys 2021, section 4.2): the last packet of the message,
+//!   the first packet of each retransmission and, when asked, every N-th packet are important;
+//!   ACKs, NACKs and CNPs are control packets.
+
+use super::{RdmaConfig, Recovery};
+use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
+use crate::context::{Cx, Event, TimerKind};
+use crate::event::{TimerFire, TimerSlot};
+use crate::packet::hpcc_int::{HopIdx, HEADER_BYTES};
+use crate::packet::{flags, Colour, Ecn, Packet, SackBlock, INITIAL_TTL};
+use crate::time::{Rate, Time};
+use crate::transport::tcp::{RangeSet, Route, TimeoutRecord, TltCounts};
+use crate::transport::{Io, Side};
+
+/// TLT's rate-based marking at a requester.
+#[derive(Clone, Debug, Default)]
+struct RateMarking {
+    /// Mark every this many packets (0: only the last packet and the first retransmission).
+    every: u32,
+    since: u32,
+    /// The next packet starts a retransmission.
+    retransmission: bool,
+    counts: TltCounts,
+}
+
+impl RateMarking {
+    fn colour(&mut self, last: bool) -> Colour {
+        self.since += 1;
+        let periodic = self.every > 0 && self.since >= self.every;
+        if last || periodic || std::mem::take(&mut self.retransmission) {
+            self.since = 0;
+            self.counts.important_packets += 1;
+            Colour::Important
+        } else {
+            Colour::Unimportant
+        }
+    }
+}
+
+/// A RoCEv2 reliable-connected queue pair.
+pub struct QueuePair {
+    route: Route,
+    recovery: Recovery,
+    mtu: u64,
+    /// Bytes the flow sends (`u64::MAX` for an endless flow).
+    size: u64,
+    frame_overhead: u32,
+    ack_frame: u32,
+    ack_interval: u32,
+    cnp_interval: Time,
+    rto_high: Time,
+    rto_low: Time,
+    rto_low_packets: u64,
+    nack_interval: Time,
+    /// IRN's cap on packets in flight.
+    irn_cap: u64,
+    line_rate: Rate,
+    /// Window and rate shared with the algorithm.
+    pub win: Window,
+    /// The flow's congestion controller.
+    pub cc: Box<dyn CongestionControl>,
+    ecn_mode: EcnMode,
+    hop_records: bool,
+    // ---- requester ----
+    una: u64,
+    /// Next byte to send; go-back-N moves it back.
+    nxt: u64,
+    /// One past the highest byte sent.
+    high: u64,
+    /// IRN: bytes the responder holds above `una`.
+    sacked: RangeSet,
+    /// IRN: holes below this are lost and resent (0 outside recovery).
+    lost_below: u64,
+    /// IRN: the hole search resumes here.
+    retx_next: u64,
+    pace_next: Time,
+    rto_timer: TimerSlot,
+    min_rtt: Time,
+    srtt: Time,
+    delivered: u64,
+    done: bool,
+    /// The application appends messages: the queue pair outlives each one.
+    persistent: bool,
+    tlt: Option<RateMarking>,
+    /// Packets resent.
+    pub retransmits: u64,
+    /// Retransmission timeouts, in order.
+    pub timeouts: Vec<TimeoutRecord>,
+    last_tx: Time,
+    // ---- responder ----
+    rcv_nxt: u64,
+    /// IRN: out-of-order bytes the responder holds.
+    ooo: RangeSet,
+    unacked: u32,
+    ce_unacked: bool,
+    last_nack: Option<(u64, Time)>,
+    last_cnp: Option<Time>,
+    hops_held: Option<HopIdx>,
+    /// CNPs the responder sent.
+    pub cnps: u64,
+}
+
+impl QueuePair {
+    /// A queue pair for a flow of `size` bytes (`None`: endless) whose algorithm is `cc`, with
+    /// the requester's line rate and the path's bandwidth-delay product in bytes (IRN's cap).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(cfg: &RdmaConfig, tlt: Option<u32>, route: Route, size: Option<u64>, mut cc: Box<dyn CongestionControl>, line_rate: Rate, bdp: u64) -> QueuePair {
+        let mtu = cfg.mtu as u64;
+        let mut win = Window { cwnd: u64::MAX / 4, ssthresh: u64::MAX / 4, pacing_rate: None, mss: mtu };
+        cc.init(&mut win);
+        let hop_records = cc.needs_hop_records();
+        let extra = if hop_records { HEADER_BYTES } else { 0 };
+        QueuePair {
+            route,
+            recovery: cfg.recovery,
+            mtu,
+            size: size.unwrap_or(u64::MAX),
+            frame_overhead: cfg.frame(0) + extra,
+            ack_frame: cfg.ack_frame() + extra,
+            ack_interval: cfg.ack_interval,
+            cnp_interval: cfg.cnp_interval,
+            rto_high: cfg.rto,
+            rto_low: cfg.rto_low,
+            rto_low_packets: cfg.rto_low_packets as u64,
+            nack_interval: cfg.nack_interval,
+            irn_cap: cfg.irn_window.map_or(bdp.div_ceil(mtu).max(1), u64::from),
+            line_rate,
+            ecn_mode: cc.ecn_mode(),
+            win,
+            cc,
+            hop_records,
+            una: 0,
+            nxt: 0,
+            high: 0,
+            sacked: RangeSet::default(),
+            lost_below: 0,
+            retx_next: 0,
+            pace_next: Time::ZERO,
+            rto_timer: TimerSlot::default(),
+            min_rtt: Time::MAX,
+            srtt: Time::ZERO,
+            delivered: 0,
+            done: false,
+            persistent: false,
+            tlt: tlt.map(|every| RateMarking { every, ..RateMarking::default() }),
+            retransmits: 0,
+            timeouts: Vec::new(),
+            last_tx: Time::ZERO,
+            rcv_nxt: 0,
+            ooo: RangeSet::default(),
+            unacked: 0,
+            ce_unacked: false,
+            last_nack: None,
+            last_cnp: None,
+            hops_held: None,
+            cnps: 0,
+        }
+    }
+
+    /// TLT's counters, when the queue pair marks.
+    pub fn tlt_counts(&self) -> Option<TltCounts> {
+        self.tlt.as_ref().map(|t| t.counts)
+    }
+
+    /// Keeps the queue pair open between messages the application appends.
+    pub fn make_persistent(&mut self) {
+        self.persistent = true;
+    }
+
+    /// Whether the application appends messages to this queue pair.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// Queues a further message of `bytes`; returns the flow's new size.
+    pub fn append(&mut self, bytes: u64) -> u64 {
+        self.size = self.size.saturating_add(bytes);
+        self.size
+    }
+
+    /// Bytes the responder holds in order.
+    pub fn received(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    /// Bytes the requester has had acknowledged.
+    pub fn acknowledged(&self) -> u64 {
+        self.una
+    }
+
+    /// Whether the responder holds a per-hop record stack it has not echoed yet.
+    pub fn holds_hop_stack(&self) -> bool {
+        self.hops_held.is_some()
+    }
+
+    /// The rate the requester sends at: the algorithm's, or line rate.
+    pub fn rate(&self) -> Rate {
+        self.win.pacing_rate.unwrap_or(self.line_rate).min(self.line_rate)
+    }
+
+    /// Starts the algorithm's tick, if it has one; the first packet may go at once.
+    pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
+        io.activate = true;
+        if let Some(iv) = self.cc.tick_interval() {
+            cx.schedule(cx.now + iv, Event::Timer(self.route.flow, TimerKind::CcTick, 0));
+        }
+    }
+
+    /// When the rate limiter lets the next packet out.
+    #[inline]
+    pub fn ready_at(&self, _now: Time) -> Time {
+        self.pace_next
+    }
+
+    /// Bytes in flight: sent, not acknowledged, not known received.
+    fn in_flight(&self) -> u64 {
+        self.high - self.una - self.sacked.bytes()
+    }
+
+    /// The next hole IRN resends, if it is recovering one.
+    fn next_hole(&self) -> Option<u64> {
+        if self.lost_below <= self.una {
+            return None;
+        }
+        self.sacked.next_gap(self.retx_next.max(self.una), self.lost_below).map(|(s, _)| s)
+    }
+
+    /// Whether the window (and IRN's cap) lets a new packet out.
+    fn window_open(&self) -> bool {
+        let outstanding = match self.recovery {
+            Recovery::Gbn => self.nxt - self.una,
+            Recovery::Irn => self.in_flight(),
+        };
+        if outstanding >= self.win.cwnd {
+            return false;
+        }
+        self.recovery == Recovery::Gbn || (self.high - self.una).div_ceil(self.mtu) < self.irn_cap
+    }
+
+    /// True if the requester could send now, ignoring the rate limiter.
+    #[inline]
+    pub fn has_sendable(&self) -> bool {
+        !self.done && (self.next_hole().is_some() || (self.nxt < self.size && self.window_open()))
+    }
+
+    /// Bytes the requester could send now (for a host port's queue samples).
+    pub fn sendable_bytes(&self) -> u64 {
+        if self.done || !self.window_open() {
+            return 0;
+        }
+        (self.size - self.nxt).min(self.win.cwnd.saturating_sub(self.in_flight()))
+    }
+
+    /// The requester's next packet, if its window and rate let one out now.
+    pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let now = cx.now;
+        if self.done || self.pace_next > now {
+            return None;
+        }
+        let hole = self.next_hole();
+        let (seq, retransmit) = match hole {
+            Some(s) => (s, true),
+            None if self.nxt < self.size && self.window_open() => (self.nxt, self.nxt < self.high),
+            None => return None,
+        };
+        let len = self.mtu.min(self.size - seq);
+        if retransmit {
+            self.retransmits += 1;
+        }
+        if hole.is_some() {
+            self.retx_next = seq + len;
+        } else {
+            self.nxt = seq + len;
+            self.high = self.high.max(self.nxt);
+        }
+        let last = seq + len == self.size;
+        let colour = self.tlt.as_mut().map_or(Colour::Unimportant, |t| t.colour(last));
+        let r = self.route;
+        let pkt = Packet {
+            flow: r.flow,
+            src: r.src,
+            dst: r.dst,
+            hash: r.hash_fwd,
+            seq,
+            payload: len as u32,
+            wire_bytes: self.frame_overhead + len as u32,
+            ecn: if self.ecn_mode == EcnMode::Off { Ecn::NotEct } else { Ecn::Ect },
+            ttl: INITIAL_TTL,
+            prio: r.prio,
+            ts: now,
+            colour,
+            hops: self.hop_records.then(|| cx.hops.alloc()),
+            ..Packet::default()
+        };
+        cx.counters.data_packets += 1;
+        self.pace_next = now + self.rate().tx_time(pkt.wire_bytes as u64);
+        self.last_tx = now;
+        if self.rto_timer.deadline().is_none() {
+            self.arm_rto(cx);
+        }
+        Some(pkt)
+    }
+
+    /// (Re)starts the retransmission timer: IRN's RTO_low while few packets are in flight.
+    fn arm_rto(&mut self, cx: &mut Cx) {
+        let low = self.recovery == Recovery::Irn && self.in_flight().div_ceil(self.mtu) <= self.rto_low_packets;
+        let at = cx.now + if low { self.rto_low } else { self.rto_high };
+        if let Some((t, gen)) = self.rto_timer.arm(at) {
+            cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
+        }
+    }
+
+    /// Takes a packet arriving at `side`'s NIC.
+    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        match side {
+            Side::Server => self.respond(pkt, io, cx),
+            Side::Client => self.on_feedback(pkt, io, cx),
+        }
+    }
+
+    /// The responder: accept, deliver and acknowledge a data packet, or NACK it.
+    fn respond(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        let now = cx.now;
+        if pkt.payload == 0 {
+            return;
+        }
+        if let Some(stale) = pkt.hops.and_then(|new| self.hops_held.replace(new)) {
+            // Only the latest packet's records are echoed.
+            cx.hops.free(stale);
+        }
+        let ce = pkt.ecn == Ecn::Ce;
+        if ce && self.ecn_mode == EcnMode::Classic && self.last_cnp.is_none_or(|t| now >= t + self.cnp_interval) {
+            self.last_cnp = Some(now);
+            self.cnps += 1;
+            io.replies.push(self.control(flags::ECE, 0, pkt));
+        }
+        self.ce_unacked |= ce;
+        let (seq, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
+        if seq == self.rcv_nxt {
+            let start = self.rcv_nxt;
+            self.rcv_nxt = end;
+            if let Some((_, e)) = self.ooo.containing(self.rcv_nxt) {
+                self.rcv_nxt = e;
+            }
+            self.ooo.remove_below(self.rcv_nxt);
+            io.delivered = Some((start, self.rcv_nxt - start));
+            self.unacked += 1;
+            let end_of_message = self.rcv_nxt >= self.size;
+            if self.unacked >= self.ack_interval || end_of_message || pkt.colour == Colour::Important || !self.ooo.is_empty() {
+                self.send_ack(0, pkt, io);
+            }
+        } else if seq < self.rcv_nxt || self.ooo.bytes_in(seq, end) == end - seq {
+            // A duplicate: acknowledge again, so a lost ACK costs no timeout.
+            self.send_ack(0, pkt, io);
+        } else {
+            match self.recovery {
+                Recovery::Gbn => {
+                    let repeat = self.last_nack.is_some_and(|(e, t)| e == self.rcv_nxt && now < t + self.nack_interval);
+                    if !repeat {
+                        self.last_nack = Some((self.rcv_nxt, now));
+                        self.send_ack(flags::NACK, pkt, io);
+                    }
+                }
+                Recovery::Irn => {
+                    self.ooo.insert(seq, end);
+                    self.send_ack(flags::NACK, pkt, io);
+                }
+            }
+        }
+    }
+
+    /// An ACK (or with `extra` = NACK, a NACK) for `data`, echoing its timestamp, its CE marks
+    /// since the last ACK and the held per-hop records.
+    fn send_ack(&mut self, extra: u8, data: &Packet, io: &mut Io) {
+        let mut a = self.control(flags::ACK | extra, self.rcv_nxt, data);
+        if std::mem::take(&mut self.ce_unacked) && self.ecn_mode == EcnMode::PerPacket {
+            a.flags |= flags::ECE;
+        }
+        if extra & flags::NACK != 0 && self.recovery == Recovery::Irn {
+            let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
+            a.sack[0] = SackBlock { start: off(data.seq), end: off(data.seq + data.payload as u64) };
+            a.sack_len = 1;
+        }
+        a.hops = self.hops_held.take();
+        self.unacked = 0;
+        io.replies.push(a);
+    }
+
+    /// A packet from the responder back to the requester.
+    fn control(&self, flags: u8, ack: u64, data: &Packet) -> Packet {
+        let r = self.route;
+        Packet {
+            flow: r.flow,
+            src: r.dst,
+            dst: r.src,
+            hash: r.hash_rev,
+            ack,
+            wire_bytes: self.ack_frame,
+            flags: flags | flags::REVERSE,
+            ttl: INITIAL_TTL,
+            prio: r.prio,
+            ts_echo: data.ts,
+            hops_echo: Some(INITIAL_TTL.saturating_sub(data.ttl)),
+            colour: if self.tlt.is_some() { Colour::Control } else { Colour::Unimportant },
+            ..Packet::default()
+        }
+    }
+
+    /// The requester: an ACK, a NACK or a CNP.
+    fn on_feedback(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        let now = cx.now;
+        let hops = pkt.hops.map(|hi| {
+            let stack = *cx.hops.get(hi);
+            cx.hops.free(hi);
+            stack
+        });
+        if self.done {
+            return;
+        }
+        if !pkt.has(flags::ACK) {
+            if pkt.has(flags::ECE) {
+                self.cc.on_congestion(CongestionEvent::Ecn, now, &mut self.win);
+                io.activate = true;
+            }
+            return;
+        }
+        let ack = pkt.ack.min(self.high);
+        let advanced = ack > self.una;
+        let mut newly = 0;
+        if advanced {
+            newly = ack - self.una - self.sacked.remove_below(ack);
+            self.una = ack;
+            self.nxt = self.nxt.max(ack);
+            self.retx_next = self.retx_next.max(ack);
+        }
+        let nack = pkt.has(flags::NACK);
+        if nack {
+            match self.recovery {
+                Recovery::Gbn => {
+                    if self.nxt > ack {
+                        self.nxt = ack;
+                        self.start_retransmission();
+                    }
+                }
+                Recovery::Irn => {
+                    for (s, e) in pkt.sack_ranges() {
+                        let (s, e) = (s.max(self.una), e.min(self.high));
+                        if e > s {
+                            newly += self.sacked.insert(s, e);
+                        }
+                    }
+                    let highest = self.sacked.high().unwrap_or(self.una);
+                    if highest > self.lost_below {
+                        if self.lost_below <= self.una {
+                            self.retx_next = self.una;
+                            self.start_retransmission();
+                        }
+                        self.lost_below = highest;
+                    }
+                }
+            }
+        }
+        let rtt = (now >= pkt.ts_echo && pkt.ts_echo > Time::ZERO).then(|| now - pkt.ts_echo);
+        if let Some(r) = rtt {
+            self.min_rtt = self.min_rtt.min(r);
+            self.srtt = if self.srtt == Time::ZERO { r } else { Time((self.srtt.0 * 7 + r.0) / 8) };
+        }
+        self.delivered += newly;
+        let ce = pkt.has(flags::ECE);
+        let signals = AckSignals {
+            now,
+            acked_bytes: newly,
+            ce_bytes: if ce { newly.max(1) } else { 0 },
+            ece: ce,
+            rtt,
+            min_rtt: self.min_rtt,
+            srtt: self.srtt,
+            in_flight: self.in_flight(),
+            snd_una: self.una,
+            snd_nxt: self.high,
+            in_recovery: self.lost_below > self.una,
+            path_hops: pkt.hops_echo,
+            hops,
+            delivered: self.delivered,
+            ..AckSignals::default()
+        };
+        self.cc.on_ack(&signals, &mut self.win);
+        if self.una >= self.size && self.persistent {
+            // Every message so far is acknowledged; the next append wakes the queue pair.
+            self.rto_timer.cancel();
+            io.completed = true;
+            return;
+        }
+        if self.una >= self.size {
+            self.done = true;
+            self.rto_timer.cancel();
+            if let Some(h) = self.hops_held.take() {
+                cx.hops.free(h);
+            }
+            io.completed = true;
+            io.closed = true;
+            return;
+        }
+        if self.high == self.una {
+            self.rto_timer.cancel();
+        } else if advanced || nack {
+            self.arm_rto(cx);
+        }
+        io.activate = true;
+    }
+
+    /// The next packet sent starts a retransmission (TLT marks it).
+    fn start_retransmission(&mut self) {
+        if let Some(t) = self.tlt.as_mut() {
+            t.retransmission = true;
+        }
+    }
+
+    /// Runs one of the queue pair's timers.
+    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        let now = cx.now;
+        let flow = self.route.flow;
+        match kind {
+            TimerKind::Rto => match self.rto_timer.fire(now, gen) {
+                TimerFire::Stale => {}
+                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(flow, TimerKind::Rto, g)),
+                TimerFire::Expired => {
+                    if self.done || self.high == self.una {
+                        return;
+                    }
+                    self.timeouts.push(TimeoutRecord { fired: now, last_tx: self.last_tx });
+                    self.cc.on_congestion(CongestionEvent::Timeout, now, &mut self.win);
+                    match self.recovery {
+                        Recovery::Gbn => self.nxt = self.una,
+                        Recovery::Irn => {
+                            self.lost_below = self.high;
+                            self.retx_next = self.una;
+                        }
+                    }
+                    self.start_retransmission();
+                    self.arm_rto(cx);
+                    io.activate = true;
+                }
+            },
+            TimerKind::CcTick => {
+                if self.done {
+                    return;
+                }
+                self.cc.on_tick(now, &mut self.win);
+                if let Some(iv) = self.cc.tick_interval() {
+                    cx.schedule(now + iv, Event::Timer(flow, TimerKind::CcTick, 0));
+                }
+                io.activate = true;
+            }
+            TimerKind::LossProbe | TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Counters, Streams};
+    use crate::event::EventQueue;
+    use crate::packet::hpcc_int::HopSlab;
+
+    /// A fixed-rate algorithm that counts the CNPs it sees.
+    struct Fixed(u32, EcnMode);
+    impl CongestionControl for Fixed {
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+        fn ecn_mode(&self) -> EcnMode {
+            self.1
+        }
+        fn on_ack(&mut self, _: &AckSignals, _: &mut Window) {}
+        fn on_congestion(&mut self, ev: CongestionEvent, _: Time, _: &mut Window) {
+            if ev == CongestionEvent::Ecn {
+                self.0 += 1;
+            }
+        }
+    }
+
+    struct Bench {
+        q: EventQueue<Event>,
+        counters: Counters,
+        hops: HopSlab,
+        rng: Streams,
+        now: Time,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
+        }
+        fn cx(&mut self) -> Cx<'_> {
+            Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
+        }
+        /// Every packet the requester may send now, advancing the clock past its pacing.
+        fn drain(&mut self, qp: &mut QueuePair) -> Vec<Packet> {
+            let mut out = Vec::new();
+            while qp.has_sendable() {
+                self.now = self.now.max(qp.ready_at(self.now));
+                let mut cx = self.cx();
+                match qp.next_packet(&mut cx) {
+                    Some(p) => out.push(p),
+                    None => break,
+                }
+            }
+            out
+        }
+        fn deliver(&mut self, qp: &mut QueuePair, side: Side, pkt: &Packet) -> Io {
+            let mut io = Io::default();
+            let mut cx = self.cx();
+            qp.on_packet(side, pkt, &mut io, &mut cx);
+            io
+        }
+    }
+
+    fn qp(recovery: Recovery, size: u64, mode: EcnMode) -> QueuePair {
+        let cfg = RdmaConfig { recovery, ..RdmaConfig::default() };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        QueuePair::new(&cfg, None, route, Some(size), Box::new(Fixed(0, mode)), Rate::gbps(25), 100_000)
+    }
+
+    /// Sends `size` bytes through a responder that loses the packets whose index is in `lose`
+    /// (once each), carrying every reply back; returns the queue pair and the bytes delivered in
+    /// order to the application.
+    fn run(recovery: Recovery, size: u64, lose: &[u64]) -> (QueuePair, u64) {
+        let mut b = Bench::new();
+        let mut q = qp(recovery, size, EcnMode::Off);
+        let mut lost: Vec<u64> = lose.to_vec();
+        let mut delivered = 0;
+        for _ in 0..10_000 {
+            if q.done {
+                break;
+            }
+            let sent = b.drain(&mut q);
+            if sent.is_empty() {
+                // Nothing to send: let the retransmission timer fire.
+                let (t, ev) = b.q.pop().expect("a timer is armed while data is unacknowledged");
+                b.now = t;
+                if let Event::Timer(_, kind, gen) = ev {
+                    let mut io = Io::default();
+                    let mut cx = b.cx();
+                    q.on_timer(kind, gen, &mut io, &mut cx);
+                }
+                continue;
+            }
+            for p in sent {
+                if let Some(i) = lost.iter().position(|&l| l == p.seq / 1000) {
+                    lost.remove(i);
+                    continue;
+                }
+                let io = b.deliver(&mut q, Side::Server, &p);
+                if let Some((start, len)) = io.delivered {
+                    assert_eq!(start, delivered, "delivered in order, exactly once");
+                    delivered += len;
+                }
+                for a in io.replies {
+                    b.deliver(&mut q, Side::Client, &a);
+                }
+            }
+        }
+        (q, delivered)
+    }
+
+    #[test]
+    fn go_back_n_resends_from_the_lost_packet() {
+        // 20 packets, packet 5 lost: the NACK sends the requester back to 5, so 5..19 go twice.
+        let (q, delivered) = run(Recovery::Gbn, 20_000, &[5]);
+        assert!(q.done);
+        assert_eq!(delivered, 20_000);
+        assert_eq!(q.retransmits, 15, "packets 5 to 19 resent");
+        assert!(q.timeouts.is_empty(), "the NACK repaired the loss");
+    }
+
+    #[test]
+    fn irn_resends_only_the_lost_packet() {
+        let (q, delivered) = run(Recovery::Irn, 20_000, &[5, 12]);
+        assert!(q.done);
+        assert_eq!(delivered, 20_000);
+        assert_eq!(q.retransmits, 2, "only packets 5 and 12");
+        assert!(q.timeouts.is_empty());
+    }
+
+    #[test]
+    fn a_lost_tail_times_out_and_is_resent() {
+        for rec in [Recovery::Gbn, Recovery::Irn] {
+            let (q, delivered) = run(rec, 5_000, &[4]);
+            assert!(q.done, "{rec:?}");
+            assert_eq!(delivered, 5_000);
+            assert_eq!(q.timeouts.len(), 1, "{rec:?}: nothing after the tail to reveal its loss");
+            assert_eq!(q.retransmits, 1);
+        }
+    }
+
+    #[test]
+    fn cnps_are_spaced_by_the_interval() {
+        let mut b = Bench::new();
+        let mut q = qp(Recovery::Gbn, 1_000_000, EcnMode::Classic);
+        let mut cnps = 0;
+        // 100 CE-marked packets over 99 us: a CNP at 0, 50 and 100 us would need 100 us.
+        for i in 0..100u64 {
+            b.now = Time::from_us(i);
+            let p = Packet { seq: i * 1000, payload: 1000, ecn: Ecn::Ce, ts: b.now, ..Packet::default() };
+            let io = b.deliver(&mut q, Side::Server, &p);
+            cnps += io.replies.iter().filter(|a| !a.has(flags::ACK) && a.has(flags::ECE)).count();
+        }
+        assert_eq!(cnps, 2, "at 0 and 50 us");
+        assert_eq!(q.cnps, 2);
+    }
+}

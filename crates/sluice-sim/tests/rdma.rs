@@ -1,0 +1,262 @@
+//! RDMA queue pairs (RoCEv2) with DCQCN, TIMELY and HPCC, on a lossless fabric and off it:
+//! DCQCN against its fluid model, TIMELY's RTT band, PFC's pause propagation with RDMA senders,
+//! go-back-N against IRN on a lossy incast, TLT's rate-based marking, and one `hpcc` for both
+//! transports.
+
+mod common;
+use common::{run_file, run_text};
+use sluice_sim::world::World;
+use std::collections::BTreeMap;
+
+/// N endless RDMA flows from hosts 0..N through sw0 and sw1 to host N at 40 Gb/s, with the
+/// DCQCN paper's fluid-model setting (RED from 5 KB to 200 KB, P_max 1%) and sampling.
+fn bottleneck(n: usize, cc: &str, params: &str) -> String {
+    let senders: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    format!(
+        r#"
+[sim]
+seed = 1
+duration = "30ms"
+[topology]
+kind = "dumbbell"
+left = {n}
+right = 1
+host_rate = "40Gbps"
+host_delay = "1us"
+core_rate = "400Gbps"
+core_delay = "1us"
+[switch]
+buffer = "32MB"
+[switch.ecn]
+mode = "red"
+kmin = "5KB"
+kmax = "200KB"
+pmax = 0.01
+[classes.default]
+cc = "{cc}"
+transport = "rdma"
+params = {{ {params} }}
+[[workloads]]
+kind = "bulk"
+senders = [{s}]
+receiver = {n}
+[output.queues]
+interval = "10us"
+ports = ["sw1->h{n}"]
+[output.cwnd]
+interval = "100us"
+"#,
+        s = senders.join(", ")
+    )
+}
+
+/// Mean of each flow's sampled algorithm variable `var` after `from_ns`.
+fn state_means(world: &World, var: &str, from_ns: u64) -> BTreeMap<u32, f64> {
+    let mut acc: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+    for s in world.cwnd_samples().iter().filter(|s| s.t.ns() >= from_ns) {
+        if let Some(&(_, v)) = s.state.iter().find(|(n, _)| *n == var) {
+            let e = acc.entry(s.flow).or_default();
+            e.0 += v;
+            e.1 += 1.0;
+        }
+    }
+    acc.into_iter().map(|(f, (sum, n))| (f, sum / n)).collect()
+}
+
+/// The bottleneck's mean sampled queue in bytes after `from_ns`.
+fn mean_queue(world: &World, from_ns: u64) -> f64 {
+    let q: Vec<f64> = world.queue_samples().iter().filter(|s| s.t.ns() >= from_ns).map(|s| s.bytes as f64).collect();
+    q.iter().sum::<f64>() / q.len() as f64
+}
+
+/// The DCQCN fluid model (Zhu et al., SIGCOMM 2015, section 5, equations 1-4) for `n`
+/// synchronized flows at a 40 Gb/s bottleneck, integrated by Euler steps of 10 ns over 30 ms;
+/// returns the mean queue in bytes over the last 15 ms. Rates are in packets per second and the
+/// queue in packets of `frame` wire bytes; the per-packet marking probability is RED's.
+fn fluid_model_queue(n: f64, frame: f64) -> f64 {
+    let c = 40e9 / 8.0 / frame;
+    let (kmin, kmax, pmax) = (5e3, 200e3, 0.01);
+    let (g, tau, tau_alpha, timer, bytes) = (1.0 / 256.0, 50e-6, 55e-6, 55e-6, 10e6 / 1000.0);
+    let r_ai = 40e6 / 8.0 / frame;
+    let red = |q: f64| {
+        let b = q * frame;
+        if b <= kmin {
+            0.0
+        } else if b >= kmax {
+            1.0
+        } else {
+            (b - kmin) / (kmax - kmin) * pmax
+        }
+    };
+    let (mut alpha, mut rt, mut rc, mut q) = (1.0f64, c / n, c / n, 0.0f64);
+    let dt = 1e-8;
+    let (mut sum, mut count) = (0.0, 0.0);
+    for step in 0..3_000_000u64 {
+        let p: f64 = red(q);
+        // Rates of byte-counter and timer expiries, each reset by a cut.
+        let (bc, tm) = if p > 0.0 {
+            (rc * p / ((1.0 - p).powf(-bytes) - 1.0), rc * p / ((1.0 - p).powf(-timer * rc) - 1.0))
+        } else {
+            (rc / bytes, 1.0 / timer)
+        };
+        let cut = 1.0 - (1.0 - p).powf(tau * rc);
+        let d_alpha = g / tau_alpha * ((1.0 - (1.0 - p).powf(tau_alpha * rc)) - alpha);
+        let d_rt = -(rt - rc) / tau * cut + r_ai * (bc + tm);
+        let d_rc = -rc * alpha / (2.0 * tau) * cut + (rt - rc) / 2.0 * (bc + tm);
+        alpha += d_alpha * dt;
+        rt += d_rt * dt;
+        rc += d_rc * dt;
+        q = (q + (n * rc - c) * dt).max(0.0);
+        if step >= 1_500_000 {
+            sum += q * frame;
+            count += 1.0;
+        }
+    }
+    sum / count
+}
+
+#[test]
+fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
+    // Every increase event additive, as the fluid model assumes (no fast-recovery-only or hyper
+    // stages): fast_recovery = 0 and R_HAI = R_AI.
+    let world = run_text(&bottleneck(2, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#), &[]);
+    let rates = state_means(&world, "rate_bps", 15_000_000);
+    for (&f, &r) in &rates {
+        assert!((r / 20e9 - 1.0).abs() < 0.10, "flow {f}: {:.2} Gb/s, fair share 20", r / 1e9);
+    }
+    // Tolerance 25% (the issue's bound); measured 19.6 KB against the model's 18.5 KB.
+    let (sim, model) = (mean_queue(&world, 15_000_000), fluid_model_queue(2.0, 1082.0));
+    assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
+}
+
+#[test]
+fn timely_keeps_the_rtt_between_its_thresholds_and_two_flows_converge() {
+    // Thresholds scaled to this path (base RTT about 6.5 us): T_low 10 us, T_high 100 us.
+    let world = run_text(&bottleneck(2, "timely", r#"t_low = "10us", t_high = "100us""#), &[]);
+    for s in world.cwnd_samples().iter().filter(|s| s.t.ns() >= 10_000_000) {
+        let rtt = s.state.iter().find(|(n, _)| *n == "rtt_us").expect("timely names rtt_us").1;
+        assert!((10.0..=100.0).contains(&rtt), "flow {} at {}: RTT {rtt} us", s.flow, s.t);
+    }
+    // The paper claims convergence of the rates, not fairness in every setting; here the two
+    // flows start together and meet within 5% of each other, filling the link.
+    let rates: Vec<f64> = state_means(&world, "rate_bps", 10_000_000).into_values().collect();
+    assert_eq!(rates.len(), 2);
+    assert!((rates[0] / rates[1] - 1.0).abs() < 0.05, "{rates:?}");
+    assert!(rates.iter().sum::<f64>() > 0.95 * 40e9, "{rates:?}");
+}
+
+fn incast(overrides: &[&str]) -> World {
+    run_file("scenarios/rdma_incast.toml", overrides)
+}
+
+#[test]
+fn an_rdma_incast_on_pfc_drops_nothing_and_pauses_the_senders() {
+    let world = incast(&[]);
+    let c = world.counters();
+    assert_eq!(c.drops(), 0, "a lossless priority never drops");
+    assert!(c.pfc_pauses > 100, "{} pauses", c.pfc_pauses);
+    for h in 0..17 {
+        let nic = world.ports().iter().find(|p| world.node_name(p.node) == format!("h{h}")).unwrap();
+        assert!(nic.pause.received(0) > 0, "h{h}'s NIC was never paused");
+    }
+    for f in world.flows() {
+        assert_eq!(f.retransmits(), 0, "flow {} lost nothing", f.id);
+        assert_eq!(f.bytes_delivered(), f.size.unwrap());
+    }
+    // The victim h16->h18 shares only the paused core link, yet it is held far below its
+    // 25 Gb/s: it finishes long after the incast's 16 x 2 MB drained through h17's port.
+    let victim = &world.flows()[16];
+    let incast_end = world.flows()[..16].iter().filter_map(|f| f.finish).max().unwrap();
+    let fct = victim.finish.unwrap() - victim.start;
+    assert!(fct.0 as f64 > 2.0 * victim.ideal_fct.0 as f64, "victim FCT {fct}, ideal {}", victim.ideal_fct);
+    assert!(victim.finish.unwrap() > incast_end, "the victim outlasts the incast it was paused behind");
+}
+
+#[test]
+fn go_back_n_resends_after_each_loss_and_irn_only_the_losses() {
+    // PFC off: the incast's first burst overflows the buffer. IRN's cap raised so it is sent too.
+    let gbn = incast(&["pfc.enabled=false", "rdma.recovery=\"gbn\""]);
+    let irn = incast(&["pfc.enabled=false", "rdma.recovery=\"irn\"", "rdma.irn_window=1000"]);
+    let retx = |w: &World| w.flows().iter().map(|f| f.retransmits()).sum::<u64>();
+    for w in [&gbn, &irn] {
+        assert!(w.counters().drops_buffer > 1000, "{} drops", w.counters().drops_buffer);
+        for f in w.flows() {
+            assert_eq!(f.bytes_delivered(), f.size.unwrap(), "flow {}: every byte exactly once", f.id);
+        }
+    }
+    // Go-back-N also resends what arrived after each loss and the receiver discarded.
+    assert!(retx(&gbn) > gbn.counters().drops_buffer + 1000, "gbn: {} resent, {} dropped", retx(&gbn), gbn.counters().drops_buffer);
+    // IRN resends exactly the packets the network dropped.
+    assert_eq!(retx(&irn), irn.counters().drops_buffer);
+    // With its default cap of one BDP in flight, IRN's senders do not overflow the buffer at all.
+    let capped = incast(&["pfc.enabled=false", "rdma.recovery=\"irn\""]);
+    assert_eq!(capped.counters().drops(), 0);
+}
+
+#[test]
+fn tlt_marks_each_messages_last_packet_and_each_retransmissions_first() {
+    let tlt = ["pfc.enabled=false", "tlt.enabled=true", "tlt.threshold=\"400KB\""];
+    let with = incast(&tlt);
+    let without = incast(&["pfc.enabled=false"]);
+    let marked: u64 = with.flows().iter().map(|f| f.tlt().expect("TLT on").important_packets).sum();
+    let timeouts = |w: &World| w.flows().iter().map(|f| f.timeouts().len()).sum::<usize>();
+    // 17 last packets, plus one per go-back (NACK or timeout), at most one per retransmission.
+    let retransmissions: u64 = with.flows().iter().map(|f| f.retransmits()).sum();
+    assert!(marked > 17 && marked < 17 + retransmissions, "{marked} important");
+    assert!(with.counters().drops_colour > 0 && with.counters().drops_buffer == 0);
+    // The protected tails end most timeouts: a message's last packet is no longer lost.
+    assert!(timeouts(&with) * 4 <= timeouts(&without), "{} timeouts with TLT, {} without", timeouts(&with), timeouts(&without));
+    // Every N-th packet marked on top.
+    let every = incast(&[&tlt[..], &["tlt.every=16"]].concat());
+    let marked_every: u64 = every.flows().iter().map(|f| f.tlt().unwrap().important_packets).sum();
+    assert!(marked_every > 52_000 / 16, "{marked_every} important with every = 16");
+}
+
+#[test]
+fn hpcc_on_rdma_and_on_tcp_is_one_algorithm() {
+    // One class on TCP, one on RDMA, both `hpcc`, sharing one 25 Gb/s bottleneck.
+    let text = r#"
+[sim]
+seed = 1
+duration = "10ms"
+[topology]
+kind = "dumbbell"
+left = 2
+right = 1
+host_rate = "25Gbps"
+host_delay = "1us"
+core_rate = "100Gbps"
+core_delay = "1us"
+[classes.default]
+cc = "hpcc"
+[classes.roce]
+cc = "hpcc"
+transport = "rdma"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 2
+[[workloads]]
+kind = "bulk"
+senders = [1]
+receiver = 2
+class = "roce"
+[output.queues]
+interval = "10us"
+ports = ["sw1->h2"]
+[output.cwnd]
+interval = "100us"
+"#;
+    let world = run_text(text, &[]);
+    let flows = world.flows();
+    assert_eq!((flows[0].cc_name(), flows[1].cc_name()), ("hpcc", "hpcc"));
+    assert!(flows[0].transport.as_ref().unwrap().tcp().is_some());
+    assert!(flows[1].transport.as_ref().unwrap().rdma().is_some());
+    // Both read the same per-hop records and meet near half the link each, with the queue HPCC
+    // keeps near empty (eta = 95%).
+    let (a, b) = (flows[0].bytes_delivered() as f64, flows[1].bytes_delivered() as f64);
+    assert!((a / b - 1.0).abs() < 0.25, "tcp {a} B, rdma {b} B");
+    assert!(mean_queue(&world, 5_000_000) < 20_000.0, "queue {:.0} B", mean_queue(&world, 5_000_000));
+    let u = state_means(&world, "u", 5_000_000);
+    assert!(u.values().all(|&u| (0.8..1.1).contains(&u)), "{u:?}");
+}
