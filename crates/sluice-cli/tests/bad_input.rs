@@ -385,7 +385,7 @@ fn pfc_settings_are_refused_at_their_keys() {
 fn rdma_settings_are_refused_at_their_keys() {
     refused("[rdma]\nmtu = 100\n", &[], &["rdma.mtu", "256 to 9000", "100"]);
     refused("[rdma]\nrecovery = \"sack\"\n", &[], &["rdma.recovery", "s.toml:11: rdma.recovery", "unknown variant `sack`, expected `gbn` or `irn`"]);
-    refused("[rdma]\nrto_low = \"1ms\"\n", &[], &["rdma.rto_low", "at most rdma.rto (320us)"]);
+    refused("[rdma]\nrecovery = \"irn\"\nrto_low = \"1ms\"\n", &[], &["rdma.rto_low", "at most rdma.rto (320us)"]);
     refused("[rdma]\nack_interval = 0\n", &[], &["rdma.ack_interval", "at least 1"]);
     refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"roce\"\n", &[], &["classes.r.transport", "expected `tcp` or `rdma`"]);
     refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\nparams = { g = 2.0 }\n", &[], &["classes.r.params.g", "(0, 1]"]);

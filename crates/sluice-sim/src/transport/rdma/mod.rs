@@ -47,8 +47,10 @@ pub struct RdmaConfig {
     pub recovery: Recovery,
     /// At most one CNP per queue pair per this interval (50 us in Mellanox NICs).
     pub cnp_interval: Time,
-    /// Retransmission timeout (go-back-N; IRN's RTO_high).
-    pub rto: Time,
+    /// Retransmission timeout (IRN's RTO_high); default 4 ms for go-back-N (a commodity NIC's
+    /// ACK timeout: on a lossless fabric a pause must not look like a loss) and 320 us for IRN
+    /// (the IRN paper's RTO_high).
+    pub rto: Option<Time>,
     /// IRN's RTO_low, used while at most `rto_low_packets` packets are in flight.
     pub rto_low: Time,
     /// In-flight packets up to which IRN uses `rto_low`.
@@ -68,7 +70,7 @@ impl Default for RdmaConfig {
             ack_interval: 1,
             recovery: Recovery::Gbn,
             cnp_interval: Time::from_us(50),
-            rto: Time::from_us(320),
+            rto: None,
             rto_low: Time::from_us(100),
             rto_low_packets: 3,
             irn_window: None,
@@ -79,6 +81,14 @@ impl Default for RdmaConfig {
 }
 
 impl RdmaConfig {
+    /// The retransmission timeout in use (IRN's RTO_high).
+    pub fn rto(&self) -> Time {
+        self.rto.unwrap_or(match self.recovery {
+            Recovery::Gbn => Time::from_ms(4),
+            Recovery::Irn => Time::from_us(320),
+        })
+    }
+
     /// Bytes on the wire of a data packet with `payload` bytes.
     pub fn frame(&self, payload: u64) -> u32 {
         payload as u32 + IPV4_HEADER + ROCE_HEADER + self.framing
@@ -103,13 +113,13 @@ impl RdmaConfig {
         if self.ack_interval == 0 {
             return Err("rdma.ack_interval: expected at least 1 packet".into());
         }
-        for (key, t) in [("rto", self.rto), ("rto_low", self.rto_low), ("nack_interval", self.nack_interval)] {
+        for (key, t) in [("rto", self.rto()), ("rto_low", self.rto_low), ("nack_interval", self.nack_interval)] {
             if t == Time::ZERO {
                 return Err(format!("rdma.{key}: expected a positive duration like \"100us\""));
             }
         }
-        if self.rto_low > self.rto {
-            return Err(format!("rdma.rto_low: expected at most rdma.rto ({}), got {}", self.rto, self.rto_low));
+        if self.recovery == Recovery::Irn && self.rto_low > self.rto() {
+            return Err(format!("rdma.rto_low: expected at most rdma.rto ({}), got {}", self.rto(), self.rto_low));
         }
         if self.irn_window == Some(0) {
             return Err("rdma.irn_window: expected at least 1 packet".into());

@@ -139,7 +139,7 @@ impl QueuePair {
             ack_frame: cfg.ack_frame() + extra,
             ack_interval: cfg.ack_interval,
             cnp_interval: cfg.cnp_interval,
-            rto_high: cfg.rto,
+            rto_high: cfg.rto(),
             rto_low: cfg.rto_low,
             rto_low_packets: cfg.rto_low_packets as u64,
             nack_interval: cfg.nack_interval,
@@ -713,6 +713,32 @@ mod tests {
             assert_eq!(q.timeouts.len(), 1, "{rec:?}: nothing after the tail to reveal its loss");
             assert_eq!(q.retransmits, 1);
         }
+    }
+
+    #[test]
+    fn tlt_marks_the_last_packet_the_first_retransmission_and_every_nth() {
+        let cfg = RdmaConfig::default();
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let mut b = Bench::new();
+        let mut q = QueuePair::new(&cfg, Some(4), route, Some(10_000), Box::new(Fixed(0, EcnMode::Off)), Rate::gbps(25), 100_000);
+        let sent = b.drain(&mut q);
+        let important: Vec<u64> = sent.iter().filter(|p| p.colour == Colour::Important).map(|p| p.seq / 1000).collect();
+        // Every 4th (3, 7) and the last (9).
+        assert_eq!(important, vec![3, 7, 9]);
+        // A NACK for packet 2 sends the requester back: packet 2 goes important.
+        let nack = Packet { ack: 2000, flags: flags::ACK | flags::NACK | flags::REVERSE, ..Packet::default() };
+        b.deliver(&mut q, Side::Client, &nack);
+        let resent = b.drain(&mut q);
+        assert_eq!((resent[0].seq, resent[0].colour), (2000, Colour::Important));
+        assert_eq!(resent[1].colour, Colour::Unimportant);
+        // ACKs are control packets.
+        let io = b.deliver(&mut q, Side::Server, &sent[0]);
+        assert_eq!(io.replies[0].colour, Colour::Control);
+        assert_eq!(q.tlt_counts().unwrap().important_packets, 3 + important_after(&resent));
+    }
+
+    fn important_after(sent: &[Packet]) -> u64 {
+        sent.iter().filter(|p| p.colour == Colour::Important).count() as u64
     }
 
     #[test]
