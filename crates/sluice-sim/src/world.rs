@@ -445,7 +445,11 @@ impl World {
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = self.path_rtt_with(src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
-        let qp = QueuePair::new(cfg, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        let mut qp = QueuePair::new(cfg, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        if !(self.int.host_supports[spec.src] && self.int.host_supports[spec.dst]) {
+            // Per-hop records need INT at both ends, as on TCP; there is no handshake to ask.
+            qp = qp.without_hop_records();
+        }
         let ideal = spec.size.map(|s| base_rtt + link_rate.tx_time(cfg.wire_bytes(s)));
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Rdma(Box::new(qp)));
         flow.base_rtt = base_rtt;

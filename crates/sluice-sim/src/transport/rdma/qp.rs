@@ -177,6 +177,16 @@ impl QueuePair {
         }
     }
 
+    /// Sends no per-hop records even when the algorithm wants them (an end without INT support).
+    pub fn without_hop_records(mut self) -> QueuePair {
+        if self.hop_records {
+            self.hop_records = false;
+            self.frame_overhead -= HEADER_BYTES;
+            self.ack_frame -= HEADER_BYTES;
+        }
+        self
+    }
+
     /// TLT's counters, when the queue pair marks.
     pub fn tlt_counts(&self) -> Option<TltCounts> {
         self.tlt.as_ref().map(|t| t.counts)
