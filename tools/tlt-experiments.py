@@ -1,7 +1,7 @@
-"""TLT's two experiments (docs/tlt.md): the incast sweep on scenarios/tlt_incast.toml (one seed:
-nothing in it is random) and the baselines on scenarios/tlt_leafspine.toml over seeds 1-3 (mean
-and 95% confidence interval). Prints the markdown tables of docs/tlt.md and draws
-docs/figures/tlt_incast.png and docs/figures/tlt_leafspine.png.
+"""TLT's experiments (docs/tlt.md): the incast sweep on scenarios/tlt_incast.toml (one seed:
+nothing in it is random), and the baselines on scenarios/tlt_leafspine.toml over seeds 1-3 (mean
+and 95% confidence interval), on TCP and on RDMA queue pairs. Prints the markdown tables of
+docs/tlt.md and draws docs/figures/tlt_incast.png and docs/figures/tlt_leafspine.png.
 Run: target/venv-test/bin/python tools/tlt-experiments.py [--store DIR]"""
 
 import argparse
@@ -36,6 +36,25 @@ LEAFSPINE = [
     ("DCTCP + TLT", {}),
     ("DCTCP + TLT + TLP", {"transport.tlp": "true"}),
     ("DCTCP + TLT + PFC", {"pfc.enabled": "true"}),
+]
+
+# The leaf-spine on RDMA queue pairs: both classes' flows, with DCQCN or HPCC.
+RDMA = {"classes.background.transport": "rdma", "classes.foreground.transport": "rdma"}
+DCQCN = {**RDMA, "classes.background.cc": "dcqcn", "classes.foreground.cc": "dcqcn"}
+HPCC = {**RDMA, "classes.background.cc": "hpcc", "classes.foreground.cc": "hpcc"}
+IRN = {"rdma.recovery": "irn"}
+OFF, PFC = {"tlt.enabled": "false"}, {"pfc.enabled": "true"}
+LEAFSPINE_RDMA = [
+    ("DCQCN", {**DCQCN, **OFF}),
+    ("DCQCN + TLT", DCQCN),
+    ("DCQCN + PFC", {**DCQCN, **OFF, **PFC}),
+    ("DCQCN + TLT + PFC", {**DCQCN, **PFC}),
+    ("DCQCN, IRN", {**DCQCN, **IRN, **OFF}),
+    ("DCQCN, IRN + TLT", {**DCQCN, **IRN}),
+    ("HPCC", {**HPCC, **OFF}),
+    ("HPCC + TLT", HPCC),
+    ("HPCC + PFC", {**HPCC, **OFF, **PFC}),
+    ("HPCC + TLT + PFC", {**HPCC, **PFC}),
 ]
 
 
@@ -77,24 +96,25 @@ def incast(store: Path):
     fig.savefig(REPO / "docs" / "figures" / "tlt_incast.png", dpi=110)
 
 
-def leafspine(store: Path):
+def leafspine(store: Path, variants: list, prefix: str, figure: str, title: str):
     fg, bg = "classes.foreground.fct_ns.p999:us", "classes.background.fct_ns.mean:us"
     metrics = [fg, bg, "timeouts", "pfc_pauses"]
     print("| variant | foreground p99.9 FCT (us) | background mean FCT (us) | timeouts | PFC pauses |")
     print("| --- | ---: | ---: | ---: | ---: |")
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for label, fixed in LEAFSPINE:
+    for label, fixed in variants:
         name = label.replace(" ", "").replace(",", "_").replace("+", "_")
         # A grid needs a key: the seed-independent workload load, at its scenario value.
-        r = run("tlt_leafspine.toml", {"workloads.0.load": [0.3]}, fixed, metrics, store / f"leafspine-{name}", SEEDS).iloc[0]
+        r = run("tlt_leafspine.toml", {"workloads.0.load": [0.3]}, fixed, metrics, store / f"{prefix}-{name}", SEEDS).iloc[0]
         pauses = f"{r['pfc_pauses:mean']:.0f}" if "pfc.enabled" in fixed else "-"
         print(f"| {label} | {cell(r, fg)} | {cell(r, bg)} | {r['timeouts:mean']:.0f} | {pauses} |")
         ax.errorbar(r[bg + ":mean"], r[fg + ":mean"], xerr=(r[bg + ":ci_hi"] - r[bg + ":ci_lo"]) / 2,
                     yerr=(r[fg + ":ci_hi"] - r[fg + ":ci_lo"]) / 2, marker="o", capsize=3, label=label, linestyle="none")
-    ax.set(xlabel="background mean FCT (us)", ylabel="foreground p99.9 FCT (us)", title="tlt_leafspine (seeds 1-3)")
+    ax.set(xlabel="background mean FCT (us)", ylabel="foreground p99.9 FCT (us)", title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(REPO / "docs" / "figures" / "tlt_leafspine.png", dpi=110)
+    fig.savefig(REPO / "docs" / "figures" / figure, dpi=110)
+    plt.close(fig)
 
 
 def main():
@@ -103,7 +123,9 @@ def main():
     store = Path(ap.parse_args().store)
     incast(store)
     print()
-    leafspine(store)
+    leafspine(store, LEAFSPINE, "leafspine", "tlt_leafspine.png", "tlt_leafspine, TCP (seeds 1-3)")
+    print()
+    leafspine(store, LEAFSPINE_RDMA, "leafspine-rdma", "tlt_leafspine_rdma.png", "tlt_leafspine, RDMA (seeds 1-3)")
 
 
 if __name__ == "__main__":
