@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 
 /// N endless RDMA flows from hosts 0..N through sw0 and sw1 to host N at 40 Gb/s, with the
 /// DCQCN paper's fluid-model setting (RED from 5 KB to 200 KB, P_max 1%) and sampling.
-fn bottleneck(n: usize, cc: &str, params: &str) -> String {
+fn bottleneck(n: usize, cc: &str, params: &str, duration_ms: u64) -> String {
     let senders: Vec<String> = (0..n).map(|i| i.to_string()).collect();
     format!(
         r#"
 [sim]
 seed = 1
-duration = "30ms"
+duration = "{duration_ms}ms"
 [topology]
 kind = "dumbbell"
 left = {n}
@@ -70,8 +70,9 @@ fn mean_queue(world: &World, from_ns: u64) -> f64 {
 }
 
 /// The DCQCN fluid model (Zhu et al., SIGCOMM 2015, section 5, equations 1-4) for `n`
-/// synchronized flows at a 40 Gb/s bottleneck, integrated by Euler steps of 10 ns over 30 ms;
-/// returns the mean queue in bytes over the last 15 ms. Rates are in packets per second and the
+/// synchronized flows at a 40 Gb/s bottleneck, integrated by Euler steps of 50 ns over 150 ms;
+/// returns the mean queue in bytes over the last 75 ms (alpha's time constant, 55 us x 256 =
+/// 14 ms, makes the first tens of milliseconds a transient). Rates are in packets per second and the
 /// queue in packets of `frame` wire bytes; the per-packet marking probability is RED's.
 fn fluid_model_queue(n: f64, frame: f64) -> f64 {
     let c = 40e9 / 8.0 / frame;
@@ -89,7 +90,7 @@ fn fluid_model_queue(n: f64, frame: f64) -> f64 {
         }
     };
     let (mut alpha, mut rt, mut rc, mut q) = (1.0f64, c / n, c / n, 0.0f64);
-    let dt = 1e-8;
+    let dt = 5e-8;
     let (mut sum, mut count) = (0.0, 0.0);
     for step in 0..3_000_000u64 {
         let p: f64 = red(q);
@@ -119,20 +120,21 @@ fn fluid_model_queue(n: f64, frame: f64) -> f64 {
 fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
     // Every increase event additive, as the fluid model assumes (no fast-recovery-only or hyper
     // stages): fast_recovery = 0 and R_HAI = R_AI.
-    let world = run_text(&bottleneck(2, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#), &[]);
-    let rates = state_means(&world, "rate_bps", 15_000_000);
+    let world = run_text(&bottleneck(2, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#, 150), &[]);
+    let rates = state_means(&world, "rate_bps", 75_000_000);
     for (&f, &r) in &rates {
         assert!((r / 20e9 - 1.0).abs() < 0.10, "flow {f}: {:.2} Gb/s, fair share 20", r / 1e9);
     }
-    // Tolerance 25% (the issue's bound); measured 19.6 KB against the model's 18.5 KB.
-    let (sim, model) = (mean_queue(&world, 15_000_000), fluid_model_queue(2.0, 1082.0));
+    // Tolerance 25% (the issue's bound); measured 29.4 KB against the model's 24.6 KB. At other N
+    // the two part further (docs/rdma.md).
+    let (sim, model) = (mean_queue(&world, 75_000_000), fluid_model_queue(2.0, 1082.0));
     assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
 }
 
 #[test]
 fn timely_keeps_the_rtt_between_its_thresholds_and_two_flows_converge() {
     // Thresholds scaled to this path (base RTT about 6.5 us): T_low 10 us, T_high 100 us.
-    let world = run_text(&bottleneck(2, "timely", r#"t_low = "10us", t_high = "100us""#), &[]);
+    let world = run_text(&bottleneck(2, "timely", r#"t_low = "10us", t_high = "100us""#, 30), &[]);
     for s in world.cwnd_samples().iter().filter(|s| s.t.ns() >= 10_000_000) {
         let rtt = s.state.iter().find(|(n, _)| *n == "rtt_us").expect("timely names rtt_us").1;
         assert!((10.0..=100.0).contains(&rtt), "flow {} at {}: RTT {rtt} us", s.flow, s.t);
