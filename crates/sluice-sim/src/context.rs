@@ -173,3 +173,25 @@ impl Cx<'_> {
         }
     }
 }
+
+/// What an element acts on outside any world: the clock, the event list, counters, the hop slab
+/// and random streams, for unit tests.
+#[cfg(test)]
+pub(crate) struct Bench {
+    pub q: EventQueue<Event>,
+    pub counters: Counters,
+    pub hops: HopSlab,
+    pub rng: Streams,
+    pub now: Time,
+}
+
+#[cfg(test)]
+impl Bench {
+    pub fn new() -> Bench {
+        Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
+    }
+
+    pub fn cx(&mut self) -> Cx<'_> {
+        Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
+    }
+}

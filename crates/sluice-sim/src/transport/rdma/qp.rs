@@ -590,9 +590,7 @@ impl QueuePair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Counters, Streams};
-    use crate::event::EventQueue;
-    use crate::packet::hpcc_int::HopSlab;
+    use crate::context::Bench;
 
     /// A fixed-rate algorithm that counts the CNPs it sees.
     struct Fixed(u32, EcnMode);
@@ -611,40 +609,24 @@ mod tests {
         }
     }
 
-    struct Bench {
-        q: EventQueue<Event>,
-        counters: Counters,
-        hops: HopSlab,
-        rng: Streams,
-        now: Time,
+    /// Every packet the requester may send now, advancing the clock past its pacing.
+    fn drain(b: &mut Bench, qp: &mut QueuePair) -> Vec<Packet> {
+        let mut out = Vec::new();
+        while qp.has_sendable() {
+            b.now = b.now.max(qp.ready_at(b.now));
+            match qp.next_packet(&mut b.cx()) {
+                Some(p) => out.push(p),
+                None => break,
+            }
+        }
+        out
     }
 
-    impl Bench {
-        fn new() -> Bench {
-            Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
-        }
-        fn cx(&mut self) -> Cx<'_> {
-            Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
-        }
-        /// Every packet the requester may send now, advancing the clock past its pacing.
-        fn drain(&mut self, qp: &mut QueuePair) -> Vec<Packet> {
-            let mut out = Vec::new();
-            while qp.has_sendable() {
-                self.now = self.now.max(qp.ready_at(self.now));
-                let mut cx = self.cx();
-                match qp.next_packet(&mut cx) {
-                    Some(p) => out.push(p),
-                    None => break,
-                }
-            }
-            out
-        }
-        fn deliver(&mut self, qp: &mut QueuePair, side: Side, pkt: &Packet) -> Io {
-            let mut io = Io::default();
-            let mut cx = self.cx();
-            qp.on_packet(side, pkt, &mut io, &mut cx);
-            io
-        }
+    /// Gives `pkt` to `side` and returns what the queue pair reported.
+    fn deliver(b: &mut Bench, qp: &mut QueuePair, side: Side, pkt: &Packet) -> Io {
+        let mut io = Io::default();
+        qp.on_packet(side, pkt, &mut io, &mut b.cx());
+        io
     }
 
     fn qp(recovery: Recovery, size: u64, mode: EcnMode) -> QueuePair {
@@ -665,7 +647,7 @@ mod tests {
             if q.done {
                 break;
             }
-            let sent = b.drain(&mut q);
+            let sent = drain(&mut b, &mut q);
             if sent.is_empty() {
                 // Nothing to send: let the retransmission timer fire.
                 let (t, ev) = b.q.pop().expect("a timer is armed while data is unacknowledged");
@@ -682,13 +664,13 @@ mod tests {
                     lost.remove(i);
                     continue;
                 }
-                let io = b.deliver(&mut q, Side::Server, &p);
+                let io = deliver(&mut b, &mut q, Side::Server, &p);
                 if let Some((start, len)) = io.delivered {
                     assert_eq!(start, delivered, "delivered in order, exactly once");
                     delivered += len;
                 }
                 for a in io.replies {
-                    b.deliver(&mut q, Side::Client, &a);
+                    deliver(&mut b, &mut q, Side::Client, &a);
                 }
             }
         }
@@ -731,18 +713,18 @@ mod tests {
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
         let mut b = Bench::new();
         let mut q = QueuePair::new(&cfg, Some(4), route, Some(10_000), Box::new(Fixed(0, EcnMode::Off)), Rate::gbps(25), 100_000);
-        let sent = b.drain(&mut q);
+        let sent = drain(&mut b, &mut q);
         let important: Vec<u64> = sent.iter().filter(|p| p.colour == Colour::Important).map(|p| p.seq / 1000).collect();
         // Every 4th (3, 7) and the last (9).
         assert_eq!(important, vec![3, 7, 9]);
         // A NACK for packet 2 sends the requester back: packet 2 goes important.
         let nack = Packet { ack: 2000, flags: flags::ACK | flags::NACK | flags::REVERSE, ..Packet::default() };
-        b.deliver(&mut q, Side::Client, &nack);
-        let resent = b.drain(&mut q);
+        deliver(&mut b, &mut q, Side::Client, &nack);
+        let resent = drain(&mut b, &mut q);
         assert_eq!((resent[0].seq, resent[0].colour), (2000, Colour::Important));
         assert_eq!(resent[1].colour, Colour::Unimportant);
         // ACKs are control packets.
-        let io = b.deliver(&mut q, Side::Server, &sent[0]);
+        let io = deliver(&mut b, &mut q, Side::Server, &sent[0]);
         assert_eq!(io.replies[0].colour, Colour::Control);
         assert_eq!(q.tlt_counts().unwrap().important_packets, 3 + important_after(&resent));
     }
@@ -760,7 +742,7 @@ mod tests {
         for i in 0..100u64 {
             b.now = Time::from_us(i);
             let p = Packet { seq: i * 1000, payload: 1000, ecn: Ecn::Ce, ts: b.now, ..Packet::default() };
-            let io = b.deliver(&mut q, Side::Server, &p);
+            let io = deliver(&mut b, &mut q, Side::Server, &p);
             cnps += io.replies.iter().filter(|a| !a.has(flags::ACK) && a.has(flags::ECE)).count();
         }
         assert_eq!(cnps, 2, "at 0 and 50 us");

@@ -603,27 +603,10 @@ impl TcpConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Counters, Streams};
-    use crate::event::EventQueue;
-    use crate::packet::hpcc_int::HopSlab;
+    use crate::context::Bench;
     use crate::time::Rate;
 
-    /// What a connection acts on, outside any world.
-    struct Bench {
-        q: EventQueue<Event>,
-        counters: Counters,
-        hops: HopSlab,
-        rng: Streams,
-        now: Time,
-    }
-
     impl Bench {
-        fn new() -> Bench {
-            Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
-        }
-        fn cx(&mut self) -> Cx<'_> {
-            Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
-        }
         /// Moves the clock past `dt`.
         fn later(&mut self, dt: Time) {
             self.now += dt;
