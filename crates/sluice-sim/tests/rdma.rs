@@ -187,7 +187,12 @@ fn go_back_n_resends_after_each_loss_and_irn_only_the_losses() {
         }
     }
     // Go-back-N also resends what arrived after each loss and the receiver discarded.
-    assert!(retx(&gbn) > gbn.counters().drops_buffer + 1000, "gbn: {} resent, {} dropped", retx(&gbn), gbn.counters().drops_buffer);
+    assert!(
+        retx(&gbn) > gbn.counters().drops_buffer + 1000,
+        "gbn: {} resent, {} dropped",
+        retx(&gbn),
+        gbn.counters().drops_buffer
+    );
     // IRN resends exactly the packets the network dropped.
     assert_eq!(retx(&irn), irn.counters().drops_buffer);
     // With its default cap of one BDP in flight, IRN's senders do not overflow the buffer at all.

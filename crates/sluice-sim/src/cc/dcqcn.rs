@@ -79,9 +79,14 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
         return Err(format!("g: expected a number in (0, 1], got {}", p.g));
     }
     if !(p.rate_on_first_cnp > 0.0 && p.rate_on_first_cnp <= 1.0) {
-        return Err(format!("rate_on_first_cnp: expected a fraction of line rate in (0, 1], got {}", p.rate_on_first_cnp));
+        return Err(format!(
+            "rate_on_first_cnp: expected a fraction of line rate in (0, 1], got {}",
+            p.rate_on_first_cnp
+        ));
     }
-    for (key, t) in [("alpha_interval", p.alpha_interval), ("rate_timer", p.rate_timer), ("decrease_interval", p.decrease_interval)] {
+    for (key, t) in
+        [("alpha_interval", p.alpha_interval), ("rate_timer", p.rate_timer), ("decrease_interval", p.decrease_interval)]
+    {
         if t == Time::ZERO {
             return Err(format!("{key}: expected a positive duration like \"55us\""));
         }

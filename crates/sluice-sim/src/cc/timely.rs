@@ -152,7 +152,8 @@ mod tests {
     use super::*;
 
     fn step(t: &mut Timely, w: &mut Window, una: u64, rtt_us: u64) {
-        let ack = AckSignals { rtt: Some(Time::from_us(rtt_us)), snd_una: una, snd_nxt: una + 1, ..AckSignals::default() };
+        let ack =
+            AckSignals { rtt: Some(Time::from_us(rtt_us)), snd_una: una, snd_nxt: una + 1, ..AckSignals::default() };
         t.on_ack(&ack, w);
     }
 

@@ -125,7 +125,10 @@ impl RdmaConfig {
             return Err("rdma.irn_window: expected at least 1 packet".into());
         }
         if self.framing > 1_000 {
-            return Err(format!("rdma.framing: expected at most 1000 bytes of framing per frame, got {}", self.framing));
+            return Err(format!(
+                "rdma.framing: expected at most 1000 bytes of framing per frame, got {}",
+                self.framing
+            ));
         }
         Ok(())
     }

@@ -124,7 +124,15 @@ impl QueuePair {
     /// A queue pair for a flow of `size` bytes (`None`: endless) whose algorithm is `cc`, with
     /// the requester's line rate and the path's bandwidth-delay product in bytes (IRN's cap).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(cfg: &RdmaConfig, tlt: Option<u32>, route: Route, size: Option<u64>, mut cc: Box<dyn CongestionControl>, line_rate: Rate, bdp: u64) -> QueuePair {
+    pub fn new(
+        cfg: &RdmaConfig,
+        tlt: Option<u32>,
+        route: Route,
+        size: Option<u64>,
+        mut cc: Box<dyn CongestionControl>,
+        line_rate: Rate,
+        bdp: u64,
+    ) -> QueuePair {
         let mtu = cfg.mtu as u64;
         let mut win = Window { cwnd: u64::MAX / 4, ssthresh: u64::MAX / 4, pacing_rate: None, mss: mtu };
         cc.init(&mut win);
@@ -376,7 +384,11 @@ impl QueuePair {
             io.delivered = Some((start, self.rcv_nxt - start));
             self.unacked += 1;
             let end_of_message = self.rcv_nxt >= self.size;
-            if self.unacked >= self.ack_interval || end_of_message || pkt.colour == Colour::Important || !self.ooo.is_empty() {
+            if self.unacked >= self.ack_interval
+                || end_of_message
+                || pkt.colour == Colour::Important
+                || !self.ooo.is_empty()
+            {
                 self.send_ack(0, pkt, io);
             }
         } else if seq < self.rcv_nxt || self.ooo.bytes_in(seq, end) == end - seq {
@@ -712,7 +724,15 @@ mod tests {
         let cfg = RdmaConfig::default();
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
         let mut b = Bench::new();
-        let mut q = QueuePair::new(&cfg, Some(4), route, Some(10_000), Box::new(Fixed(0, EcnMode::Off)), Rate::gbps(25), 100_000);
+        let mut q = QueuePair::new(
+            &cfg,
+            Some(4),
+            route,
+            Some(10_000),
+            Box::new(Fixed(0, EcnMode::Off)),
+            Rate::gbps(25),
+            100_000,
+        );
         let sent = drain(&mut b, &mut q);
         let important: Vec<u64> = sent.iter().filter(|p| p.colour == Colour::Important).map(|p| p.seq / 1000).collect();
         // Every 4th (3, 7) and the last (9).
