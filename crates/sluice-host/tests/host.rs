@@ -528,12 +528,11 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
 fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     let _g = prerequisites();
     let r = dctcp_two_flows("slt2");
-    // The portable DCTCP (one C source with the simulator's) cuts by alpha / 2 on the ACK that
-    // ends a marked window, without the kernel's PRR spreading the cut over a round trip. With
-    // 9000-byte frames the windows here are 5 to 8 packets, so a cut now and then empties the
-    // queue: goodput measured 84.1-86.2% in 5 runs, where the hand-written BPF with PRR reached
-    // 99%. The bound holds that figure; the gap is an open question about the kernel path.
-    assert!(r.goodput >= 0.80, "goodput {:.1}% < 80%", r.goodput * 100.0);
+    // Measured 99.4-99.9% in 9 runs once the shaper's bucket held a frame (testbed::shaper_burst);
+    // with tc's default 1375-byte bucket the port itself carried 76-80%, whatever the algorithm.
+    // With 9000-byte frames two flows at their 2-packet floor already hold 36 KB, above K, so the
+    // queue never drains and the port never idles.
+    assert!(r.goodput >= 0.95, "goodput {:.1}% < 95%", r.goodput * 100.0);
     // DCTCP shares fairly: each flow within 30% of half the port. (Before alpha's window was
     // anchored to the SYN, see dctcp_est_init, one flow in three kept alpha at 1 and got 0.3.)
     assert!(r.flow_gbps[0].min(r.flow_gbps[1]) >= 0.35, "per-flow goodput {:?} Gb/s", r.flow_gbps);
@@ -1026,9 +1025,12 @@ impl AgentGuard {
 
 /// Runs two bulk flows of `name` (recorded) through a port with a 24-packet queue that marks CE
 /// above 20 KB, so the trace has marks, drops and fast recovery; returns every recorded step.
+/// ECN+INT cuts on the queue the echoes report and seldom lets it reach 20 KB (0 to 1,911 marked
+/// ACKs in a run), so its port marks above 10 KB (152k to 208k).
 fn record_kernel_trace(name: &'static str, prefix: &str, port: u16) -> Vec<sluice_sim::cc::portable::Record> {
     let _ = testbed::down(prefix);
-    let opts = TestbedOptions { prefix: prefix.into(), mtu: 1500, queue_packets: 24, ce_threshold: 20_000, ..TestbedOptions::default() };
+    let ce_threshold = if name == "ecn_int" { 10_000 } else { 20_000 };
+    let opts = TestbedOptions { prefix: prefix.into(), mtu: 1500, queue_packets: 24, ce_threshold, ..TestbedOptions::default() };
     let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
     let _agent = AgentGuard::load_bare(&format!("sluice-test-diff-{name}"));
     let store = libbpf_rs::MapHandle::from_pinned_path(agent::pin("int_sk_store")).expect("the agent's socket storage");
