@@ -116,6 +116,84 @@ fn fluid_model_queue(n: f64, frame: f64) -> f64 {
     sum / count
 }
 
+/// The same model without the mean field: each of `n` flows is its own reaction point with
+/// discrete events, in 1 us steps. A flow's packets in a step are marked with RED's probability
+/// (a Bernoulli trial per packet); a marked packet makes a CNP if the flow had none in the last
+/// 50 us, and the CNP reaches the sender after 5 us plus the queue's delay. The first CNP starts
+/// the alpha timer without a cut. Each later CNP cuts: R_T = R_C, R_C = R_C (1 - alpha / 2), and
+/// the 55 us rate timer restarts. At each timer expiry, R_T += R_AI and R_C = (R_C + R_T) / 2.
+/// Every 55 us, alpha moves by g toward whether a CNP came. Flows start at line rate, as queue
+/// pairs do. Returns the mean queue in bytes over 75-150 ms.
+fn discrete_model_queue(n: usize, seed: u64) -> f64 {
+    use rand::{Rng, SeedableRng};
+    const US: u64 = 1_000;
+    let (line, frame, buffer) = (40e9, 1082.0, 32e6);
+    let (kmin, kmax, pmax, g, r_ai) = (5e3, 200e3, 0.01, 1.0 / 256.0, 40e6);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    struct Rp {
+        rc: f64,
+        rt: f64,
+        alpha: f64,
+        cnp_since_alpha: bool,
+        next_alpha: Option<u64>,
+        next_timer: Option<u64>,
+        last_cnp: Option<u64>,
+        owed: f64,
+    }
+    let mut rps: Vec<Rp> = (0..n)
+        .map(|_| Rp { rc: line, rt: line, alpha: 1.0, cnp_since_alpha: false, next_alpha: None, next_timer: None, last_cnp: None, owed: 0.0 })
+        .collect();
+    let mut cnps: Vec<(u64, usize)> = vec![];
+    let (mut q, mut sum, mut count) = (0.0f64, 0.0, 0.0);
+    for t in (0..150_000 * US).step_by(US as usize) {
+        let p = if q <= kmin { 0.0 } else if q >= kmax { 1.0 } else { (q - kmin) / (kmax - kmin) * pmax };
+        for (i, rp) in rps.iter_mut().enumerate() {
+            rp.owed += rp.rc * 1e-6 / 8.0 / frame;
+            let pkts = rp.owed.floor();
+            rp.owed -= pkts;
+            let marked = pkts > 0.0 && p > 0.0 && rng.gen::<f64>() < 1.0 - (1.0 - p).powf(pkts);
+            if marked && rp.last_cnp.is_none_or(|l| t >= l + 50 * US) {
+                rp.last_cnp = Some(t);
+                cnps.push((t + 5 * US + (q * 8.0 / line * 1e9) as u64, i));
+            }
+        }
+        cnps.retain(|&(at, i)| {
+            if at > t {
+                return true;
+            }
+            let rp = &mut rps[i];
+            if rp.next_alpha.is_none() {
+                rp.next_alpha = Some(t + 55 * US);
+            } else {
+                rp.cnp_since_alpha = true;
+                rp.rt = rp.rc;
+                rp.rc = (rp.rc * (1.0 - rp.alpha / 2.0)).max(100e6);
+                rp.next_timer = Some(t + 55 * US);
+            }
+            false
+        });
+        for rp in &mut rps {
+            if let Some(a) = rp.next_alpha.filter(|&a| t >= a) {
+                rp.alpha = (1.0 - g) * rp.alpha + if rp.cnp_since_alpha { g } else { 0.0 };
+                rp.cnp_since_alpha = false;
+                rp.next_alpha = Some(a + 55 * US);
+            }
+            if let Some(r) = rp.next_timer.filter(|&r| t >= r) {
+                rp.rt = (rp.rt + r_ai).min(line);
+                rp.rc = ((rp.rc + rp.rt) / 2.0).min(line);
+                rp.next_timer = Some(r + 55 * US);
+            }
+        }
+        let arrivals: f64 = rps.iter().map(|rp| rp.rc).sum();
+        q = (q + (arrivals - line) * 1e-6 / 8.0).clamp(0.0, buffer);
+        if t >= 75_000 * US {
+            sum += q;
+            count += 1.0;
+        }
+    }
+    sum / count
+}
+
 #[test]
 fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
     // Every increase event additive, as the fluid model assumes (no fast-recovery-only or hyper
@@ -126,9 +204,31 @@ fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
         assert!((r / 20e9 - 1.0).abs() < 0.10, "flow {f}: {:.2} Gb/s, fair share 20", r / 1e9);
     }
     // Tolerance 25% (the issue's bound); measured 29.4 KB against the model's 24.6 KB. At other N
-    // the two part further (docs/rdma.md).
+    // the two part further: see the next test.
     let (sim, model) = (mean_queue(&world, 75_000_000), fluid_model_queue(2.0, 1082.0));
     assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
+}
+
+/// With more flows the packet-level queue leaves the fluid model's fixed point (at N = 10, 67 KB
+/// against 174 KB), and so does the model's own discrete form: the fixed point is an average of
+/// the dynamics, while DCQCN's discrete cuts keep the queue swinging between empty and K_max, and
+/// at N = 10 every excursion past K_max marks every packet and cuts all flows at once. The
+/// simulator must follow the discrete model within 10%: measured -1.9% at N = 2, +5.5% at N = 4
+/// and +5.7% at N = 10, while doubling R_AI in the simulator alone moves it by 12-13%. At N = 6
+/// both swing between runs (simulator seeds 1-3: 74-92 KB; the discrete model's seeds 1-8:
+/// 72-89 KB), so it is printed, not asserted.
+#[test]
+fn dcqcn_queue_follows_the_discrete_model_where_the_fluid_model_departs() {
+    for n in [2, 4, 6, 10] {
+        let world = run_text(&bottleneck(n, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#, 150), &[]);
+        let sim = mean_queue(&world, 75_000_000);
+        let discrete = (1..=4).map(|seed| discrete_model_queue(n, seed)).sum::<f64>() / 4.0;
+        let fluid = fluid_model_queue(n as f64, 1082.0);
+        println!("N = {n}: simulated {sim:.0} B, discrete model {discrete:.0} B, fluid model {fluid:.0} B");
+        if n != 6 {
+            assert!((sim / discrete - 1.0).abs() < 0.10, "N = {n}: queue {sim:.0} B, discrete model {discrete:.0} B");
+        }
+    }
 }
 
 #[test]
