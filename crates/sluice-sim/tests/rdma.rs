@@ -69,31 +69,43 @@ fn mean_queue(world: &World, from_ns: u64) -> f64 {
     q.iter().sum::<f64>() / q.len() as f64
 }
 
+/// DCQCN with every increase event additive, as both models below assume (no fast-recovery-only
+/// or hyper stages): fast_recovery = 0 and R_HAI = R_AI.
+const ADDITIVE_ONLY: &str = r#"fast_recovery = 0, rate_hai = "40Mbps""#;
+/// Wire bytes of one 1000-byte RDMA payload, the models' packet.
+const FRAME: f64 = 1082.0;
+/// The models' DCQCN constants: alpha's gain g and the additive step R_AI in bit/s.
+const G: f64 = 1.0 / 256.0;
+const R_AI: f64 = 40e6;
+
+/// RED's marking probability for a queue of `bytes` (5 KB to 200 KB, reaching P_max 1%; every
+/// packet above K_max), as `bottleneck` configures it.
+fn red_probability(bytes: f64) -> f64 {
+    let (kmin, kmax, pmax) = (5e3, 200e3, 0.01);
+    if bytes <= kmin {
+        0.0
+    } else if bytes >= kmax {
+        1.0
+    } else {
+        (bytes - kmin) / (kmax - kmin) * pmax
+    }
+}
+
 /// The DCQCN fluid model (Zhu et al., SIGCOMM 2015, section 5, equations 1-4) for `n`
 /// synchronized flows at a 40 Gb/s bottleneck, integrated by Euler steps of 50 ns over 150 ms;
 /// returns the mean queue in bytes over the last 75 ms (alpha's time constant, 55 us x 256 =
 /// 14 ms, makes the first tens of milliseconds a transient). Rates are in packets per second and the
-/// queue in packets of `frame` wire bytes; the per-packet marking probability is RED's.
-fn fluid_model_queue(n: f64, frame: f64) -> f64 {
+/// queue in packets of `FRAME` wire bytes; the per-packet marking probability is RED's.
+fn fluid_model_queue(n: f64) -> f64 {
+    let (frame, g) = (FRAME, G);
     let c = 40e9 / 8.0 / frame;
-    let (kmin, kmax, pmax) = (5e3, 200e3, 0.01);
-    let (g, tau, tau_alpha, timer, bytes) = (1.0 / 256.0, 50e-6, 55e-6, 55e-6, 10e6 / 1000.0);
-    let r_ai = 40e6 / 8.0 / frame;
-    let red = |q: f64| {
-        let b = q * frame;
-        if b <= kmin {
-            0.0
-        } else if b >= kmax {
-            1.0
-        } else {
-            (b - kmin) / (kmax - kmin) * pmax
-        }
-    };
+    let (tau, tau_alpha, timer, bytes) = (50e-6, 55e-6, 55e-6, 10e6 / 1000.0);
+    let r_ai = R_AI / 8.0 / frame;
     let (mut alpha, mut rt, mut rc, mut q) = (1.0f64, c / n, c / n, 0.0f64);
     let dt = 5e-8;
     let (mut sum, mut count) = (0.0, 0.0);
     for step in 0..3_000_000u64 {
-        let p: f64 = red(q);
+        let p = red_probability(q * frame);
         // Rates of byte-counter and timer expiries, each reset by a cut.
         let (bc, tm) = if p > 0.0 {
             (rc * p / ((1.0 - p).powf(-bytes) - 1.0), rc * p / ((1.0 - p).powf(-timer * rc) - 1.0))
@@ -127,8 +139,7 @@ fn fluid_model_queue(n: f64, frame: f64) -> f64 {
 fn discrete_model_queue(n: usize, seed: u64) -> f64 {
     use rand::{Rng, SeedableRng};
     const US: u64 = 1_000;
-    let (line, frame, buffer) = (40e9, 1082.0, 32e6);
-    let (kmin, kmax, pmax, g, r_ai) = (5e3, 200e3, 0.01, 1.0 / 256.0, 40e6);
+    let (line, frame, buffer, g, r_ai) = (40e9, FRAME, 32e6, G, R_AI);
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     struct Rp {
         rc: f64,
@@ -146,7 +157,7 @@ fn discrete_model_queue(n: usize, seed: u64) -> f64 {
     let mut cnps: Vec<(u64, usize)> = vec![];
     let (mut q, mut sum, mut count) = (0.0f64, 0.0, 0.0);
     for t in (0..150_000 * US).step_by(US as usize) {
-        let p = if q <= kmin { 0.0 } else if q >= kmax { 1.0 } else { (q - kmin) / (kmax - kmin) * pmax };
+        let p = red_probability(q);
         for (i, rp) in rps.iter_mut().enumerate() {
             rp.owed += rp.rc * 1e-6 / 8.0 / frame;
             let pkts = rp.owed.floor();
@@ -194,36 +205,42 @@ fn discrete_model_queue(n: usize, seed: u64) -> f64 {
     sum / count
 }
 
+/// The discrete model's mean queue over seeds 1-4.
+fn discrete_model_mean(n: usize) -> f64 {
+    (1..=4).map(|seed| discrete_model_queue(n, seed)).sum::<f64>() / 4.0
+}
+
 #[test]
 fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
-    // Every increase event additive, as the fluid model assumes (no fast-recovery-only or hyper
-    // stages): fast_recovery = 0 and R_HAI = R_AI.
-    let world = run_text(&bottleneck(2, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#, 150), &[]);
+    let world = run_text(&bottleneck(2, "dcqcn", ADDITIVE_ONLY, 150), &[]);
     let rates = state_means(&world, "rate_bps", 75_000_000);
     for (&f, &r) in &rates {
         assert!((r / 20e9 - 1.0).abs() < 0.10, "flow {f}: {:.2} Gb/s, fair share 20", r / 1e9);
     }
     // Tolerance 25% (the issue's bound); measured 29.4 KB against the model's 24.6 KB. At other N
-    // the two part further: see the next test.
-    let (sim, model) = (mean_queue(&world, 75_000_000), fluid_model_queue(2.0, 1082.0));
+    // the two part further: see the next test, whose 10% bound against the discrete model this
+    // run meets too (-1.9%).
+    let (sim, model) = (mean_queue(&world, 75_000_000), fluid_model_queue(2.0));
     assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
+    let discrete = discrete_model_mean(2);
+    assert!((sim / discrete - 1.0).abs() < 0.10, "queue {sim:.0} B, discrete model {discrete:.0} B");
 }
 
 /// With more flows the packet-level queue leaves the fluid model's fixed point (at N = 10, 67 KB
 /// against 174 KB), and so does the model's own discrete form: the fixed point is an average of
 /// the dynamics, while DCQCN's discrete cuts keep the queue swinging between empty and K_max, and
 /// at N = 10 every excursion past K_max marks every packet and cuts all flows at once. The
-/// simulator must follow the discrete model within 10%: measured -1.9% at N = 2, +5.5% at N = 4
+/// simulator must follow the discrete model within 10% (N = 2 is checked in the test above):
+/// measured -1.9% at N = 2, +5.5% at N = 4
 /// and +5.7% at N = 10, while doubling R_AI in the simulator alone moves it by 12-13%. At N = 6
 /// both swing between runs (simulator seeds 1-3: 74-92 KB; the discrete model's seeds 1-8:
 /// 72-89 KB), so it is printed, not asserted.
 #[test]
 fn dcqcn_queue_follows_the_discrete_model_where_the_fluid_model_departs() {
-    for n in [2, 4, 6, 10] {
-        let world = run_text(&bottleneck(n, "dcqcn", r#"fast_recovery = 0, rate_hai = "40Mbps""#, 150), &[]);
+    for n in [4, 6, 10] {
+        let world = run_text(&bottleneck(n, "dcqcn", ADDITIVE_ONLY, 150), &[]);
         let sim = mean_queue(&world, 75_000_000);
-        let discrete = (1..=4).map(|seed| discrete_model_queue(n, seed)).sum::<f64>() / 4.0;
-        let fluid = fluid_model_queue(n as f64, 1082.0);
+        let (discrete, fluid) = (discrete_model_mean(n), fluid_model_queue(n as f64));
         println!("N = {n}: simulated {sim:.0} B, discrete model {discrete:.0} B, fluid model {fluid:.0} B");
         if n != 6 {
             assert!((sim / discrete - 1.0).abs() < 0.10, "N = {n}: queue {sim:.0} B, discrete model {discrete:.0} B");
@@ -238,8 +255,7 @@ fn dcqcn_queue_follows_the_discrete_model_where_the_fluid_model_departs() {
 /// 9.70-10.18 Gb/s).
 #[test]
 fn dcqcn_a_late_flow_reaches_the_fair_share_within_50_ms() {
-    let params = r#"fast_recovery = 0, rate_hai = "40Mbps""#;
-    let text = bottleneck(4, "dcqcn", params, 150).replace("senders = [0, 1, 2, 3]", "senders = [0, 1, 2]")
+    let text = bottleneck(4, "dcqcn", ADDITIVE_ONLY, 150).replace("senders = [0, 1, 2, 3]", "senders = [0, 1, 2]")
         + "[[workloads]]\nkind = \"bulk\"\nsenders = [3]\nreceiver = 4\nstart = \"50ms\"\n";
     let world = run_text(&text, &[]);
     let rates = state_means(&world, "rate_bps", 100_000_000);
