@@ -35,6 +35,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "t_ns": "Float64", "flow": "Int64", "srtt_ns": "Float64", "cwnd_bytes": "Int64", "util": "Float64",
         "qdepth_bytes": "Int64", "path_latency_ns": "Float64", "hop_id": "Int64",
     },
+    "circuit": {
+        "start_ns": "Float64", "end_ns": "Float64", "src_rack": "Int64", "dst_rack": "Int64",
+        "circuit_bytes": "Int64", "busy": "Float64", "counted": "Int64",
+    },
 }
 
 
@@ -75,6 +79,7 @@ class Result:
     fct_buckets: pd.DataFrame
     telemetry: pd.DataFrame
     ports: pd.DataFrame
+    circuit: pd.DataFrame
     run: dict = field(default_factory=dict)
     dir: Path | None = None
 

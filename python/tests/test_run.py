@@ -68,6 +68,17 @@ def test_tables_have_their_documented_nullable_dtypes(repo):
     assert r.requests.empty and list(r.requests.columns) == list(sluice.SCHEMAS["requests"])
 
 
+def test_a_circuit_network_gives_its_days_and_figures(repo):
+    r = sluice.run(repo / "scenarios" / "rdcn_etalon.toml", set={"sim.duration": "5ms"})
+    days = r.circuit[r.circuit["counted"] == 1]
+    # The test pair (rack 0 -> rack 1) has the first 180 us of every 1,400 us week: 4 whole days.
+    assert list(days["start_ns"]) == [0.0, 1_400_000.0, 2_800_000.0, 4_200_000.0]
+    assert (days[["src_rack", "dst_rack"]].drop_duplicates().values.tolist()) == [[0, 1]]
+    busy = (days["busy"] * (days["end_ns"] - days["start_ns"])).sum() / (days["end_ns"] - days["start_ns"]).sum()
+    assert abs(r.summary["circuit"]["utilization"] - busy) < 1e-3
+    assert r.summary["circuit"]["latency_ns"]["p99"] > 0
+
+
 def test_a_bad_scenario_raises_with_the_file_line_and_key(repo, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text((repo / "scenarios" / "quickstart.toml").read_text().replace('buffer = "8MB"', 'bufer = "8MB"'))

@@ -391,3 +391,41 @@ fn rdma_settings_are_refused_at_their_keys() {
     refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\nparams = { g = 2.0 }\n", &[], &["classes.r.params.g", "(0, 1]"]);
     refused("[classes.r]\ncc = \"timely\"\ntransport = \"rdma\"\nparams = { t_high = \"10us\" }\n", &[], &["t_high", "more than t_low (50us)"]);
 }
+
+/// Runs `check` on a three-rack `rdcn` scenario with `circuit` as its `[circuit]` table and
+/// `schedule` as `sched.txt`, asserting a clean refusal that names each of `needles`.
+fn circuit_refused(circuit: &str, schedule: &str, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[sim]\nduration = \"1ms\"\n\n[topology]\nkind = \"rdcn\"\nracks = 3\nhosts_per_rack = 2\nhost_rate = \"10Gbps\"\n\
+         host_delay = \"1us\"\npacket_rate = \"10Gbps\"\npacket_delay = \"5us\"\ncircuit_rate = \"80Gbps\"\ncircuit_delay = \"30us\"\n\n\
+         [circuit]\n{circuit}\n\n[[workloads]]\nkind = \"bulk\"\nsenders = [0]\nreceiver = 2\n"
+    );
+    std::fs::write(dir.path().join("s.toml"), text).unwrap();
+    std::fs::write(dir.path().join("sched.txt"), schedule).unwrap();
+    let out = sluice_in(dir.path(), &["check", "s.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "expected a refusal of {circuit:?} / {schedule:?}; stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "the error should mention {n:?}: {err}");
+    }
+}
+
+#[test]
+fn circuit_settings_and_schedule_files_are_refused_at_their_keys_and_lines() {
+    let file = "schedule = \"file\"\nfile = \"sched.txt\"";
+    circuit_refused(file, "0us 0->1 1->2\n180us\n200us 0->3\n400us repeat\n", &["circuit.file: sched.txt:3: 0->3: racks are 0 to 2"]);
+    circuit_refused(file, "0us 0->1\n180us 2=>0\n", &["sched.txt:2: \"2=>0\" is not a circuit", "<source rack>-><destination rack>"]);
+    circuit_refused(file, "0us 0->1 2->1\n", &["sched.txt:1: 2->1: a rack sends on one circuit and receives on one circuit at a time"]);
+    circuit_refused(file, "0us 0->1\n200us\n100us 1->0\n", &["sched.txt:3: 100us is not after the previous line's 200us"]);
+    circuit_refused(file, "# only a comment\n", &["sched.txt: no configurations"]);
+    circuit_refused("schedule = \"file\"\nfile = \"missing.txt\"", "", &["circuit.file: cannot read", "missing.txt"]);
+    circuit_refused("schedule = \"rotor\"", "", &["circuit.schedule: unknown schedule \"rotor\"", "\"strobe\" or \"file\""]);
+    circuit_refused("voq_packets = 0", "", &["circuit.voq_packets: expected at least 1 packet"]);
+    circuit_refused("voq_large_packets = 4", "", &["circuit.voq_large_packets: expected at least voq_packets = 16, got 4"]);
+    circuit_refused("strobe_racks = 2", "", &["circuit.strobe_racks: expected at least the 3 racks there are"]);
+    circuit_refused("day = \"0us\"", "", &["circuit.day: expected a positive duration"]);
+    circuit_refused("cycle = 3", "", &["s.toml:16: circuit.cycle: unknown field `cycle`", "`voq_packets`"]);
+    refused("[circuit]\nvoq_packets = 16\n", &[], &["circuit: only for topology.kind = \"rdcn\", not \"star\""]);
+}

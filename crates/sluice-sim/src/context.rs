@@ -33,6 +33,8 @@ pub enum Event {
     AppStart(u32),
     /// An application's timer (app, tag).
     AppTimer(u32, u32),
+    /// The circuit switch changes configuration: a day begins or ends.
+    Circuit,
 }
 
 /// The timers a connection owns.

@@ -2,6 +2,7 @@
 //! key of every problem.
 
 use crate::cc::{self, CcFactory};
+use crate::net::circuit::{CircuitConfig, CircuitParts};
 use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
@@ -57,6 +58,9 @@ pub struct Scenario {
     /// RDMA queue-pair settings, for classes with `transport = "rdma"`.
     #[serde(default)]
     pub rdma: RdmaConfig,
+    /// The circuit schedule and ToR VOQs of a `topology.kind = "rdcn"` network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<CircuitConfig>,
 }
 
 /// `[pfc]`: IEEE 802.1Qbb priority flow control on every switch (`net/pfc.rs`).
@@ -1143,6 +1147,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
         rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(sc.tlt.every)),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64)?,
+        circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
         classes,
         flows,
         apps,
@@ -1155,6 +1160,33 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         capture,
         telemetry: sc.output.telemetry.as_ref().map(|t| (t.interval, (!t.flows.is_empty()).then(|| t.flows.clone()))),
     })
+}
+
+/// The circuit side of an `rdcn` network (absent elsewhere, where a `[circuit]` table is an error).
+fn circuit_parts(sc: &Scenario, base_dir: &Path, classes: &[ClassRuntime]) -> Result<Option<CircuitParts>, String> {
+    let t = &sc.topology;
+    if t.kind != "rdcn" {
+        return match sc.circuit {
+            Some(_) => Err(format!("circuit: only for topology.kind = \"rdcn\", not \"{}\"", t.kind)),
+            None => Ok(None),
+        };
+    }
+    let cfg = sc.circuit.clone().unwrap_or_default();
+    // The topology was built, so its counts are there and positive.
+    let (racks, hosts_per_rack) = (t.racks.unwrap_or(2), t.hosts_per_rack.unwrap_or(1));
+    if racks > u16::MAX as u32 {
+        return Err(format!("topology.racks: at most {} racks, got {racks}", u16::MAX));
+    }
+    let schedule = cfg.build_schedule(racks as u16, base_dir)?;
+    if pfc_or_rdma(sc) {
+        return Err("circuit: the circuit network carries TCP; PFC and RDMA classes are not supported on it".into());
+    }
+    let ece_signal = cfg.ece_signal.unwrap_or_else(|| classes.iter().any(|c| c.cc == "retcp"));
+    Ok(Some(CircuitParts { schedule: std::sync::Arc::new(schedule), racks: racks as u16, hosts_per_rack, sizing: cfg.sizing()?, ece_signal }))
+}
+
+fn pfc_or_rdma(sc: &Scenario) -> bool {
+    sc.pfc.enabled || sc.classes.values().any(|c| c.transport == ClassTransport::Rdma)
 }
 
 /// Flow ids listed under `key` must name flows: ids below the count of flows known up front, or,

@@ -11,6 +11,7 @@ use crate::host::nic::Nic;
 use crate::host::pacer::TokenBucket;
 use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 use crate::net::capture::{Capture, CaptureSpec};
+use crate::net::circuit::{CircuitParts, Tor};
 use crate::net::link::Link;
 use crate::net::pfc::{Pfc, PfcConfig};
 use crate::net::port::{Port, TxMeter};
@@ -128,6 +129,8 @@ pub struct Parts {
     pub capture: Option<CaptureSpec>,
     /// PFC: each switch's settings, from its ports.
     pub pfc: Option<PfcSettings>,
+    /// The circuit side of a reconfigurable network's ToRs.
+    pub circuit: Option<CircuitParts>,
 }
 
 /// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
@@ -204,6 +207,20 @@ pub struct World {
     capture: Option<Box<Capture>>,
     /// HPCC per-hop record stacks of the packets (and receivers) that hold one.
     hops: HopSlab,
+    /// The circuit schedule of a reconfigurable network.
+    circuit: Option<CircuitParts>,
+}
+
+/// The circuit side of node `n` when it is a ToR of the reconfigurable network `c`: the ToRs
+/// follow the hosts, and the packet and circuit switches follow the ToRs.
+fn tor_of(c: &CircuitParts, graph: &Graph, n: usize, ports: &[(usize, usize)]) -> Option<Box<Tor>> {
+    let first_tor = graph.hosts().len();
+    let rack = n.checked_sub(first_tor).filter(|&r| r < c.racks as usize)?;
+    let (eps, ocs) = (first_tor + c.racks as usize, first_tor + c.racks as usize + 1);
+    let local = |peer: usize| ports.iter().position(|&(_, p)| p == peer).map(|i| i as u16);
+    let uplinks = (local(eps)?, local(ocs)?);
+    let tor = Tor::new(rack as u16, c.racks, c.hosts_per_rack, uplinks, c.schedule.clone(), c.sizing, c.ece_signal);
+    Some(Box::new(tor))
 }
 
 /// Mixes a flow's endpoints and id into an ECMP hash (stands in for the 5-tuple).
@@ -287,6 +304,7 @@ impl World {
                     salt: flow_hash(s, n as u32, 0x5eed, false),
                     int: p.int.switches[s as usize],
                     pfc: p.pfc.as_ref().map(|cfg| Pfc::new(cfg(&ports[port_base[n] as usize..port_base[n + 1] as usize]))),
+                    tor: p.circuit.as_ref().and_then(|c| tor_of(c, graph, n, &node_ports[n])),
                 }),
                 Role::Host(h) => nics.push(Nic { host: h, port: port_base[n], ..Nic::default() }),
             }
@@ -345,6 +363,7 @@ impl World {
                 None => TelemetryLog::new(Time::ZERO, Some(Vec::new())),
             },
             hops: HopSlab::default(),
+            circuit: p.circuit,
         };
         for spec in &p.flows {
             world.add_flow(spec);
@@ -368,6 +387,9 @@ impl World {
         }
         if let Some(end) = world.end {
             world.q.push(end, Event::End);
+        }
+        if world.circuit.is_some() {
+            world.q.push(Time::ZERO, Event::Circuit);
         }
         world
     }
@@ -592,11 +614,22 @@ impl World {
                 self.apps[a as usize].on_timer(tag, now, &mut io);
                 self.apply_app_io(a, io, now);
             }
+            Event::Circuit => {
+                for sw in self.switches.iter_mut().filter(|s| s.tor.is_some()) {
+                    let node = sw.node as usize;
+                    let ports = &mut self.ports[sw.first_port as usize..self.port_base[node + 1] as usize];
+                    let mut cx = cx!(self, now);
+                    sw.serve_uplinks(ports, &mut cx);
+                }
+                if let Some(next) = self.circuit.as_ref().and_then(|c| c.schedule.next_change(now)) {
+                    self.q.push(next, Event::Circuit);
+                }
+            }
             Event::Sample(SampleKind::Queues) => {
                 for &p in &self.queue_ports {
                     let port = &self.ports[p as usize];
                     let bytes = match self.roles[port.node as usize] {
-                        Role::Switch(_) => port.queue.bytes(),
+                        Role::Switch(s) => self.switches[s as usize].queued_bytes(port),
                         Role::Host(h) => self.nics[h as usize].backlog_bytes(&self.flows),
                     };
                     self.queue_samples.push(QueueSample { t: now, port: p, bytes });
@@ -897,6 +930,11 @@ impl World {
         &self.node_names[node as usize]
     }
 
+    /// The circuit schedule, in a reconfigurable network.
+    pub fn circuit(&self) -> Option<&CircuitParts> {
+        self.circuit.as_ref()
+    }
+
     /// True when switches run PFC.
     pub fn pfc_enabled(&self) -> bool {
         self.switches.iter().any(|s| s.pfc.is_some())
@@ -921,7 +959,8 @@ impl World {
     pub fn check_conservation(&self) -> Result<(), String> {
         let c = &self.counters;
         let in_flight = |p: &Port| p.link.in_flight.iter().filter(|(_, pkt)| !pkt.is_pfc()).count();
-        let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum();
+        let in_voqs = self.switches.iter().filter_map(|s| s.tor.as_deref()).map(|t| t.queued().count() as u64).sum::<u64>();
+        let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum::<u64>() + in_voqs;
         if c.packets_sent != c.packets_delivered + c.drops() + in_network {
             return Err(format!(
                 "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",
@@ -956,7 +995,8 @@ impl World {
         }
         // Every hop-record stack in use is held by a packet in the network or a NIC queue, or by
         // a receiver about to echo it; anything else leaked or was freed twice.
-        let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt)));
+        let voqs = self.switches.iter().filter_map(|s| s.tor.as_deref()).flat_map(|t| t.queued());
+        let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt))).chain(voqs);
         let held_by_packets =
             queued.chain(self.nics.iter().flat_map(|n| n.ctrl.iter())).filter(|p| p.hops.is_some()).count();
         let held_by_receivers = self.flows.iter().filter(|f| f.transport.as_ref().is_some_and(Transport::holds_hop_stack)).count();

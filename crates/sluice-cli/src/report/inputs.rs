@@ -136,6 +136,23 @@ pub struct TelemetrySample {
     _hop_id: Option<String>,
 }
 
+/// One row of circuit.csv: one circuit day of one rack pair.
+#[derive(Debug, Deserialize)]
+pub struct CircuitDay {
+    pub start_ns: f64,
+    pub end_ns: f64,
+    #[serde(rename = "src_rack")]
+    _src_rack: u32,
+    #[serde(rename = "dst_rack")]
+    _dst_rack: u32,
+    #[serde(rename = "circuit_bytes")]
+    _circuit_bytes: f64,
+    #[serde(rename = "busy")]
+    _busy: f64,
+    /// 1 when the pair's VOQ carried data (its days count for utilization).
+    pub counted: u8,
+}
+
 /// Everything found in a run's output directory; `None` for a file the run did not write.
 pub struct Inputs {
     pub dir: PathBuf,
@@ -147,6 +164,9 @@ pub struct Inputs {
     pub utilization: Option<Vec<PortUtilization>>,
     pub telemetry: Option<Vec<TelemetrySample>>,
     pub requests: Option<Vec<RequestSample>>,
+    /// Circuit days, in a reconfigurable network's run (drawn under the time series, not a
+    /// figure of its own).
+    pub circuit: Option<Vec<CircuitDay>>,
 }
 
 /// The columns a CSV file must have, each with the form its values take.
@@ -253,6 +273,20 @@ const REQUESTS: Spec = Spec {
     exact_prefix: false,
 };
 
+const CIRCUIT: Spec = Spec {
+    file: "circuit.csv",
+    columns: &[
+        ("start_ns", NUM_NS),
+        ("end_ns", NUM_NS),
+        ("src_rack", "a rack number"),
+        ("dst_rack", "a rack number"),
+        ("circuit_bytes", "a byte count (a number)"),
+        ("busy", "a fraction of the day (a number)"),
+        ("counted", "0 or 1"),
+    ],
+    exact_prefix: false,
+};
+
 /// Every file `sluice report` knows how to read, in the order the report mentions them.
 pub const KNOWN_FILES: [&str; 8] = [
     "summary.json",
@@ -266,6 +300,11 @@ pub const KNOWN_FILES: [&str; 8] = [
 ];
 
 impl Inputs {
+    /// The circuit days of the rack pairs that carried data, as (start, end) in ns.
+    pub fn data_days(&self) -> Vec<(f64, f64)> {
+        self.circuit.iter().flatten().filter(|d| d.counted == 1).map(|d| (d.start_ns, d.end_ns)).collect()
+    }
+
     /// Reads every known file in `dir`; absent files are `None`, malformed ones are errors.
     pub fn load(dir: &Path) -> Result<Inputs> {
         if !dir.is_dir() {
@@ -284,6 +323,7 @@ impl Inputs {
             utilization: read_csv(dir, &UTILIZATION)?,
             telemetry: read_csv(dir, &TELEMETRY)?,
             requests: read_csv(dir, &REQUESTS)?,
+            circuit: read_csv(dir, &CIRCUIT)?,
         };
         if inputs.present().iter().all(|(_, p)| !p) {
             bail!(

@@ -45,6 +45,8 @@ pub(super) const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
 ];
 const OTHERS: RGBColor = RGBColor(160, 160, 160);
+/// The shade of a circuit day behind time series.
+const DAY: RGBColor = RGBColor(222, 236, 250);
 
 fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -132,10 +134,10 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
         add(request_latency_cdf(r)?, "requests.csv has no completed request: request latency CDF not drawn.");
     }
     if let Some(q) = &inputs.queues {
-        add(queue_depth(q)?, "queues.csv has no plottable samples: queue depth not drawn.");
+        add(queue_depth(q, &inputs.data_days())?, "queues.csv has no plottable samples: queue depth not drawn.");
     }
     if let Some(c) = &inputs.cwnd {
-        add(cwnd(c)?, "cwnd.csv has no plottable samples: cwnd not drawn.");
+        add(cwnd(c, &inputs.data_days())?, "cwnd.csv has no plottable samples: cwnd not drawn.");
     }
     if let Some(u) = &inputs.utilization {
         add(utilization(u)?, "utilization.csv has no plottable ports: utilization not drawn.");
@@ -482,7 +484,8 @@ fn cap_series(mut groups: Vec<(String, Vec<(f64, f64)>)>, what: &str) -> (Vec<Se
 }
 
 /// Draws lines over time into `area`: x in nanoseconds, y scaled by `yu`.
-fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Unit) -> DrawResult {
+/// `days` (ns) are shaded behind the lines: the circuit days of a reconfigurable network.
+fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Unit, days: &[(f64, f64)]) -> DrawResult {
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let (t0, t1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
     let ymax = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
@@ -512,6 +515,8 @@ fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Uni
         .axis_desc_style((FONT_NAME, 16))
         .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
+    let shown = days.iter().map(|&(a, b)| (a / xu.div, b / xu.div)).filter(|&(a, b)| b > x0 && a < x1);
+    chart.draw_series(shown.map(|(a, b)| Rectangle::new([(a.max(x0), y0), (b.min(x1), y1)], DAY.filled())))?;
     for s in series {
         let c = s.color;
         let scaled: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x / xu.div, y / yu.div)).collect();
@@ -544,21 +549,30 @@ fn queue_groups(samples: &[QueueSample]) -> Vec<(String, Vec<(f64, f64)>)> {
     order
 }
 
-fn queue_depth(samples: &[QueueSample]) -> Result<Option<Figure>> {
+/// The sentence a caption adds when circuit days are shaded.
+fn days_note(days: &[(f64, f64)]) -> &'static str {
+    if days.is_empty() {
+        ""
+    } else {
+        " Shaded: the circuit days of the rack pairs that carried data (circuit.csv)."
+    }
+}
+
+fn queue_depth(samples: &[QueueSample], days: &[(f64, f64)]) -> Result<Option<Figure>> {
     let (series, note) = cap_series(queue_groups(samples), "port");
     if series.is_empty() {
         return Ok(None);
     }
     let peak = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let yu = byte_unit(peak);
-    let caption = format!("Queue depth sampled at switch ports, from queues.csv. {note}");
+    let caption = format!("Queue depth sampled at switch ports, from queues.csv. {note}{}", days_note(days));
     render("queue_depth.png", "Queue depth over time".into(), caption, (WIDTH, HEIGHT), |root| {
-        time_panel(root, "Queue depth", "queue depth", &series, yu)
+        time_panel(root, "Queue depth", "queue depth", &series, yu, days)
     })
     .map(Some)
 }
 
-fn cwnd(samples: &[CwndSample]) -> Result<Option<Figure>> {
+fn cwnd(samples: &[CwndSample], days: &[(f64, f64)]) -> Result<Option<Figure>> {
     let mut flows: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for s in samples {
         flows.entry(s.flow).or_default().push((s.t_ns, s.cwnd_bytes));
@@ -570,9 +584,9 @@ fn cwnd(samples: &[CwndSample]) -> Result<Option<Figure>> {
     }
     let peak = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let yu = byte_unit(peak);
-    let caption = format!("Congestion window sampled per flow, from cwnd.csv. {note}");
+    let caption = format!("Congestion window sampled per flow, from cwnd.csv. {note}{}", days_note(days));
     render("cwnd.png", "Congestion window over time".into(), caption, (WIDTH, HEIGHT), |root| {
-        time_panel(root, "Congestion window", "cwnd", &series, yu)
+        time_panel(root, "Congestion window", "cwnd", &series, yu, days)
     })
     .map(Some)
 }
@@ -690,7 +704,7 @@ fn telemetry(samples: &[TelemetrySample]) -> Result<Option<Figure>> {
     render("telemetry.png", "Telemetry over time".into(), caption, (WIDTH, height), |root| {
         let areas = root.split_evenly((panels.len(), 1));
         for (area, (title, y_desc, series, unit)) in areas.iter().zip(&panels) {
-            time_panel(area, title, y_desc, series, *unit)?;
+            time_panel(area, title, y_desc, series, *unit, &[])?;
         }
         Ok(())
     })

@@ -3,6 +3,7 @@
 
 mod buckets;
 mod cc_state;
+pub mod circuit;
 pub mod pcap;
 mod percentiles;
 mod run_dir;
@@ -107,6 +108,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if world.pfc_enabled() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("pfc.csv"))?);
         write_pfc_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if world.circuit().is_some() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("circuit.csv"))?);
+        circuit::write_circuit_csv(world, &mut w)?;
         w.flush()?;
     }
     if let Some(cap) = world.capture() {

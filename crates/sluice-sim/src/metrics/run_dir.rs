@@ -18,6 +18,7 @@ pub const OWNED_FILES: &[&str] = &[
     "utilization.csv",
     "ports.csv",
     "pfc.csv",
+    "circuit.csv",
     "queues.csv",
     "requests.csv",
     "cwnd.csv",

@@ -141,6 +141,9 @@ pub struct Summary {
     /// Packets written to `trace.pcap`, and those past `max_packets` that were not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcap: Option<PcapCounts>,
+    /// The circuit network's figures, in a reconfigurable network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<super::circuit::CircuitSummary>,
 }
 
 /// Deadline outcomes.
@@ -261,5 +264,6 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
             .map(|n| (n.label(), world.flows().iter().filter(|f| f.negotiation() == *n).count() as u64))
             .collect(),
         pcap: world.capture().map(|c| PcapCounts { packets: c.packets.len() as u64, not_kept: c.overflow }),
+        circuit: super::circuit::summarize(world),
     }
 }

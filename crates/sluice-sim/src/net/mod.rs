@@ -1,6 +1,7 @@
-//! The network: links, ports, queues, switches, topologies and routing.
+//! The network: links, ports, queues, switches, circuits, topologies and routing.
 
 pub mod capture;
+pub mod circuit;
 pub mod link;
 pub mod naming;
 pub mod pfc;

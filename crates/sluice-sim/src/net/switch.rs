@@ -2,8 +2,11 @@
 //! known), routing (ECMP over equal-cost next hops), admission and marking by each egress port's
 //! queue discipline, egress (TCP-INT stamping and HPCC hop records on INT-capable switches), and
 //! dequeue when a port's serializer frees up. Its ports live in the world's port arena; the world
-//! hands the switch the slice that is its own.
+//! hands the switch the slice that is its own. A ToR of a reconfigurable network also has a
+//! circuit side (`circuit::Tor`): packets for other racks wait in its VOQs, which its two uplinks
+//! drain.
 
+use super::circuit::{Admit, Tor, Uplink};
 use super::pfc::{self, Pfc, Signal};
 use super::port::Port;
 use super::qdisc::{Marking, SharedBuffer, Verdict};
@@ -29,6 +32,8 @@ pub struct Switch {
     pub int: Option<IntStamping>,
     /// Priority flow control, when the fabric runs it.
     pub pfc: Option<Pfc>,
+    /// The VOQs and uplinks of a reconfigurable network's ToR.
+    pub tor: Option<Box<Tor>>,
 }
 
 impl Switch {
@@ -40,6 +45,10 @@ impl Switch {
             return;
         }
         pkt.ingress = ingress;
+        if let Some(dst) = self.tor.as_ref().and_then(|t| t.remote_rack(pkt.dst)) {
+            self.to_rack(dst, pkt, ports, cx);
+            return;
+        }
         let hops = routes.next_hops(self.node as usize, pkt.dst as usize);
         let egress = hops[ecmp_pick(pkt.hash, self.salt, hops.len())] as usize;
         if pkt.is_syn() {
@@ -48,16 +57,72 @@ impl Switch {
         self.enqueue(egress, pkt, ports, cx);
     }
 
+    /// A packet for another rack joins that rack's VOQ, and whichever uplink is free takes what
+    /// it may.
+    fn to_rack(&mut self, dst: u16, mut pkt: Packet, ports: &mut [Port], cx: &mut Cx) {
+        let tor = self.tor.as_deref_mut().expect("only a ToR has racks");
+        if pkt.is_syn() {
+            // The VOQs mark only if configured; the uplink ports' own disciplines never see it.
+            let int = self.int.is_some();
+            Self::offer_caps(&mut pkt.caps, int, tor.marks_ecn());
+        }
+        match tor.admit(dst, pkt, cx.now) {
+            (Admit::Full(pkt), _) => cx.drop_packet(&pkt, DropReason::Buffer),
+            (Admit::Queued, marked) => {
+                cx.counters.ecn_marks += marked as u64;
+                self.serve_uplinks(ports, cx);
+            }
+        }
+    }
+
+    /// Starts each idle uplink of a ToR on the next packet it may send, and makes sure a busy
+    /// one wakes when it frees up if it has more to do.
+    pub fn serve_uplinks(&mut self, ports: &mut [Port], cx: &mut Cx) {
+        let Some(tor) = self.tor.as_deref() else { return };
+        let uplinks = [(Uplink::Circuit, tor.circuit_port as usize), (Uplink::Packet, tor.packet_port as usize)];
+        for (uplink, local) in uplinks {
+            self.serve(uplink, local, ports, cx);
+        }
+    }
+
+    fn serve(&mut self, uplink: Uplink, local: usize, ports: &mut [Port], cx: &mut Cx) {
+        let now = cx.now;
+        let tor = self.tor.as_deref_mut().expect("only a ToR has uplinks");
+        if ports[local].idle(now) {
+            // Nothing it may send now: a new packet or the next day wakes it.
+            let Some(pkt) = tor.next_for(uplink, now, ports[local].rate) else { return };
+            self.egress(local, pkt, ports, cx);
+        }
+        let tor = self.tor.as_deref().expect("only a ToR has uplinks");
+        // A circuit that ends before the port frees up is looked at again at its next day.
+        if tor.has_work(uplink, ports[local].busy_until) {
+            ports[local].wake_when_free(self.first_port + local as u32, cx);
+        }
+    }
+
+    /// Bytes waiting for `port`: its queue, or at a ToR's uplink, everything in the VOQs the
+    /// two uplinks share.
+    pub fn queued_bytes(&self, port: &Port) -> u64 {
+        match self.tor.as_deref() {
+            Some(t) if port.local == t.packet_port || port.local == t.circuit_port => t.queued().map(|p| p.wire_bytes as u64).sum(),
+            _ => port.queue.bytes(),
+        }
+    }
+
     /// In-band negotiation: a SYN collects what the switches on its path provide. Each switch
     /// says whether it stamps INT and clears "every hop stamps INT" and "every hop marks ECN"
     /// where it does not.
     fn offer(&self, caps: &mut Caps, egress: &Port) {
-        if self.int.is_some() {
+        Self::offer_caps(caps, self.int.is_some(), egress.discipline.marking.is_on());
+    }
+
+    fn offer_caps(caps: &mut Caps, int: bool, marks_ecn: bool) {
+        if int {
             caps.set(Caps::PATH_ANY_INT);
         } else {
             caps.clear(Caps::PATH_ALL_INT);
         }
-        if !egress.discipline.marking.is_on() {
+        if !marks_ecn {
             caps.clear(Caps::PATH_ECN);
         }
     }
@@ -126,6 +191,18 @@ impl Switch {
         let id = self.first_port + local as u32;
         let port = &mut ports[local];
         port.tx_event_pending = false;
+        if let Some(tor) = self.tor.as_deref() {
+            let uplink = if local == tor.circuit_port as usize {
+                Some(Uplink::Circuit)
+            } else {
+                (local == tor.packet_port as usize).then_some(Uplink::Packet)
+            };
+            if let Some(uplink) = uplink {
+                self.serve(uplink, local, ports, cx);
+                return;
+            }
+        }
+        let port = &mut ports[local];
         if !port.idle(now) {
             // An early wake (a resume arrived while the serializer was busy).
             port.wake_when_free(id, cx);

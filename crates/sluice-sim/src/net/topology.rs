@@ -120,9 +120,21 @@ pub struct TopologyConfig {
     pub core_loss: Option<f64>,
     /// hpcc_file: path of an HPCC topology file, relative to the scenario file.
     pub file: Option<String>,
+    /// rdcn: number of racks (ToRs).
+    pub racks: Option<u32>,
+    /// rdcn: hosts in each rack.
+    pub hosts_per_rack: Option<u32>,
+    /// rdcn: each ToR's uplink rate to the packet switch.
+    pub packet_rate: Option<Rate>,
+    /// rdcn: one-way ToR-to-ToR latency through the packet switch (half on each link).
+    pub packet_delay: Option<Time>,
+    /// rdcn: each ToR's uplink rate to the circuit switch.
+    pub circuit_rate: Option<Rate>,
+    /// rdcn: one-way ToR-to-ToR latency through the circuit switch (half on each link).
+    pub circuit_delay: Option<Time>,
 }
 
-const KINDS: &str = "\"star\", \"dumbbell\", \"leaf_spine\", \"fat_tree\", \"hpcc_file\"";
+const KINDS: &str = "\"star\", \"dumbbell\", \"leaf_spine\", \"fat_tree\", \"rdcn\", \"hpcc_file\"";
 
 /// The keys each kind accepts besides `kind`, space-separated.
 fn keys_of(kind: &str) -> Option<&'static str> {
@@ -137,6 +149,7 @@ fn keys_of(kind: &str) -> Option<&'static str> {
             "k hosts_per_tor tors aggs cores pods host_rate host_delay host_loss ",
             "agg_rate agg_delay agg_loss core_rate core_delay core_loss"
         ),
+        "rdcn" => "racks hosts_per_rack host_rate host_delay host_loss packet_rate packet_delay circuit_rate circuit_delay",
         "hpcc_file" => "file",
         _ => return None,
     })
@@ -178,6 +191,7 @@ impl TopologyConfig {
                 clos(hpl, leaves, 1, spines, 0, self.host_wire()?, Some(fabric), None)?
             }
             "fat_tree" => self.fat_tree()?,
+            "rdcn" => self.rdcn()?,
             _ => {
                 let file = self.file.as_deref().ok_or_else(|| self.missing("file"))?;
                 let path = base_dir.join(file);
@@ -198,7 +212,7 @@ impl TopologyConfig {
         let keys = present! {
             hosts left right hosts_per_leaf leaves spines k hosts_per_tor tors aggs cores pods
             host_rate host_delay host_loss fabric_rate fabric_delay fabric_loss agg_rate agg_delay agg_loss
-            core_rate core_delay core_loss file
+            core_rate core_delay core_loss file racks hosts_per_rack packet_rate packet_delay circuit_rate circuit_delay
         };
         keys.into_iter().filter(|(set, _)| *set).map(|(_, name)| name).collect()
     }
@@ -246,6 +260,39 @@ impl TopologyConfig {
             connect(&mut g, h, if h < left { hosts } else { hosts + 1 }, host);
         }
         connect(&mut g, hosts, hosts + 1, core);
+        Ok(g)
+    }
+
+    /// A reconfigurable network: racks of hosts under their ToRs (tier 0); every ToR has an
+    /// uplink to one packet switch and one to one circuit switch (tier 1, in that order after
+    /// the ToRs). Hosts come first, rack by rack.
+    fn rdcn(&self) -> Result<Graph, String> {
+        let (racks, per_rack) = (self.count("racks", self.racks)?, self.count("hosts_per_rack", self.hosts_per_rack)?);
+        if racks < 2 {
+            return Err(format!("topology.racks: expected at least 2 racks for circuits between them, got {racks}"));
+        }
+        let host = self.host_wire()?;
+        let half = |rate: Option<Rate>, delay: Option<Time>, layer: &str| -> Result<Wire, String> {
+            let w = self.wire(layer, rate, delay, Some(0.0))?;
+            Ok(Wire { delay: Time(w.delay.0 / 2), ..w })
+        };
+        let packet = half(self.packet_rate, self.packet_delay, "packet")?;
+        let circuit = half(self.circuit_rate, self.circuit_delay, "circuit")?;
+        check_size(racks * per_rack + racks + 2, racks * per_rack + 2 * racks)?;
+        let (racks, per_rack) = (racks as usize, per_rack as usize);
+        let hosts = racks * per_rack;
+        let mut g = Graph::default();
+        g.nodes.resize(hosts, NodeKind::Host);
+        g.nodes.extend(std::iter::repeat_n(NodeKind::Switch { tier: 0 }, racks));
+        g.nodes.extend([NodeKind::Switch { tier: 1 }; 2]);
+        let (eps, ocs) = (hosts + racks, hosts + racks + 1);
+        for h in 0..hosts {
+            connect(&mut g, h, hosts + h / per_rack, host);
+        }
+        for r in 0..racks {
+            connect(&mut g, hosts + r, eps, packet);
+            connect(&mut g, hosts + r, ocs, circuit);
+        }
         Ok(g)
     }
 
