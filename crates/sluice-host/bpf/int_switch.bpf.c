@@ -92,6 +92,26 @@ static __always_inline void port_update(struct port_state *ps, const struct port
 	bpf_spin_unlock(&ps->lock);
 }
 
+/*
+ * Sets ECE on a pure ACK (no payload, not a SYN) and fixes the TCP checksum: a reconfigurable
+ * network's ToR tells senders this way that their circuit is up or about to be (Etalon, reTCP).
+ */
+static __always_inline void mark_ece(struct __sk_buff *skb, const struct iphdr *ip, __u32 tcp_off, const struct tcphdr *th)
+{
+	__u16 old_w, new_w;
+
+	if (!th->ack || th->syn || th->ece || bpf_ntohs(ip->tot_len) != ip->ihl * 4 + th->doff * 4)
+		return;
+	/* Data offset and flags share the 16-bit word at byte 12 of the header. */
+	if (bpf_skb_load_bytes(skb, tcp_off + 12, &old_w, 2))
+		return;
+	new_w = old_w | bpf_htons(0x0040);
+	if (bpf_skb_store_bytes(skb, tcp_off + 12, &new_w, 2, 0))
+		return;
+	bpf_l4_csum_replace(skb, tcp_off + offsetof(struct tcphdr, check), old_w, new_w, 2);
+	count(SW_ECE_MARKED);
+}
+
 /* Sets CE on an ECT packet and fixes the IPv4 header checksum. */
 static __always_inline void mark_ce(struct __sk_buff *skb, __u32 ip_off, struct iphdr *ip)
 {
@@ -190,6 +210,8 @@ int sluice_egress(struct __sk_buff *skb)
 
 	if (cfg->ce_threshold && q > cfg->ce_threshold)
 		mark_ce(skb, ip_off, &ip);
+	if (cfg->ece_acks)
+		mark_ece(skb, &ip, tcp_off, &th);
 
 	opt_len = th.doff * 4 - sizeof(th);
 	if (opt_len == 0 || opt_len > TCP_OPT_SPACE) {

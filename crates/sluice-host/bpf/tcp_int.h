@@ -203,7 +203,7 @@ struct port_cfg {
 	__u32 pinned_int_val;    /* non-zero: report this INTval instead of the estimate (calibration) */
 	__u32 util_window_ns;    /* utilization is measured over windows this long */
 	__u32 owns_clsact;       /* userspace only: sluice created the clsact qdisc */
-	__u32 pad;
+	__u32 ece_acks;          /* non-zero: set ECE on pure ACKs leaving this port (a circuit signal) */
 };
 
 /* Live state of one egress port. */
@@ -227,7 +227,8 @@ enum switch_counter {
 	SW_MALFORMED = 4,  /* packets with a malformed 0x72 option (left as they were) */
 	SW_CE_MARKED = 5,  /* ECT packets marked CE */
 	SW_NO_PORT = 6,    /* packets on a port without configuration */
-	SW_NCOUNTERS = 7,
+	SW_ECE_MARKED = 7, /* pure ACKs given ECE (the circuit signal) */
+	SW_NCOUNTERS = 8,
 };
 
 #endif /* SLUICE_TCP_INT_H */

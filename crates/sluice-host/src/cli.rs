@@ -1,14 +1,17 @@
 //! The `sluice host` and `sluice testbed` subcommands.
 
 use crate::agent::{self, LoadOptions, PolicyKey};
+use crate::circuit::{self, Change, CircuitPlan};
+use crate::delay::DelayLine;
 use crate::switch::{self, PortConfig};
 use crate::sys;
 use crate::telemetry::{self, HistField};
 use crate::testbed::{self, Shaper, TestbedOptions};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
+use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// On or off.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -211,6 +214,45 @@ pub enum TestbedCmd {
         /// MTU of every link.
         #[arg(long, default_value_t = 1500)]
         mtu: u32,
+        /// Each shaper's queue limit, packets.
+        #[arg(long, default_value_t = 1000)]
+        queue_packets: u32,
+    },
+    /// Circuit mode: one host pair's path alternates between a slow rate and a fast one (a
+    /// circuit day) every week, and ACKs to the sender carry ECE from tau before each day to its
+    /// end, as a reconfigurable network's ToR signals reTCP (docs/rdcn.md).
+    Circuit {
+        /// Namespace prefix.
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+        /// The sending host's number (1 for <prefix>-h1).
+        #[arg(long, default_value_t = 1)]
+        sender: u8,
+        /// The receiving host's number.
+        #[arg(long, default_value_t = 3)]
+        receiver: u8,
+        /// Rate outside the days, e.g. 100mbit.
+        #[arg(long, default_value = "100mbit")]
+        slow: String,
+        /// Rate during a day, e.g. 1gbit.
+        #[arg(long, default_value = "1gbit")]
+        fast: String,
+        /// Day length, ms.
+        #[arg(long, default_value_t = 20.0)]
+        day_ms: f64,
+        /// A day begins every this many ms.
+        #[arg(long, default_value_t = 100.0)]
+        week_ms: f64,
+        /// The ECE signal starts this many ms before each day.
+        #[arg(long, default_value_t = 5.0)]
+        tau_ms: f64,
+        /// Weeks to run.
+        #[arg(long, default_value_t = 10)]
+        weeks: u32,
+        /// Hold the receiver's packets to the sender this many ms in the switch (a delay line;
+        /// 0: none), for a round trip like a rack-to-rack path's.
+        #[arg(long, default_value_t = 0.0)]
+        ack_delay_ms: f64,
     },
     /// Remove everything `up` made.
     Down {
@@ -335,7 +377,7 @@ pub fn run_host(cmd: HostCmd) -> Result<()> {
 /// Runs a `sluice testbed` subcommand.
 pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
     match cmd {
-        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu } => {
+        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu, queue_packets } => {
             let tb = testbed::up(&TestbedOptions {
                 prefix,
                 hosts,
@@ -347,9 +389,44 @@ pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
                 ce_threshold,
                 int_switch: !no_int_switch,
                 mtu,
-                ..TestbedOptions::default()
+                queue_packets,
             })?;
             print!("{}", tb.describe());
+        }
+        TestbedCmd::Circuit { prefix, sender, receiver, slow, fast, day_ms, week_ms, tau_ms, weeks, ack_delay_ms } => {
+            let tb = testbed::get(&prefix)?.with_context(|| format!("--prefix {prefix}: no testbed is up (run `sluice testbed up --prefix {prefix}`)"))?;
+            let ms = |flag: &str, v: f64| match v {
+                v if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v / 1e3)),
+                _ => Err(anyhow::anyhow!("{flag}: expected a non-negative number of milliseconds, got {v}")),
+            };
+            let plan = CircuitPlan {
+                sender_port: format!("p{sender}"),
+                receiver_port: format!("p{receiver}"),
+                slow_bps: sys::parse_rate(&slow).with_context(|| "--slow")?,
+                fast_bps: sys::parse_rate(&fast).with_context(|| "--fast")?,
+                day: ms("--day-ms", day_ms)?,
+                week: ms("--week-ms", week_ms)?,
+                tau: ms("--tau-ms", tau_ms)?,
+                weeks,
+            };
+            plan.validate(&tb)?;
+            let delay = ms("--ack-delay-ms", ack_delay_ms)?;
+            let line = if delay.is_zero() { None } else { Some(DelayLine::start(&tb, receiver, sender, delay)?) };
+            let log = circuit::run(&tb, &plan, Instant::now(), |a| {
+                let what = match a.change {
+                    Change::Signal(on) => format!("ECE signal {}", if on { "on" } else { "off" }),
+                    Change::Rate(bps) => format!("rate {} Mb/s", bps / 1_000_000),
+                };
+                // A closed stdout must not stop the schedule before it restores the slow rate.
+                let _ = writeln!(std::io::stdout(), "{:>10.3} ms  {what}  ({} bytes sent to the receiver)", a.at.as_secs_f64() * 1e3, a.tx_bytes);
+            })?;
+            if let Some(line) = line {
+                line.stop()?;
+            }
+            for (i, r) in circuit::day_rates(&log, plan.fast_bps).iter().enumerate() {
+                let share = r / plan.fast_bps as f64 * 100.0;
+                let _ = writeln!(std::io::stdout(), "day {}: {:.1} Mb/s to the receiver ({share:.0}% of the fast rate)", i + 1, r / 1e6);
+            }
         }
         TestbedCmd::Down { prefix } => {
             let removed = testbed::down(&prefix)?;

@@ -3,7 +3,9 @@
 
 pub mod agent;
 pub mod cc;
+pub mod circuit;
 pub mod codec;
+pub mod delay;
 pub mod replay;
 pub mod skel;
 pub mod switch;

@@ -14,7 +14,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 /// Names of the switch counters, in `enum switch_counter` order.
-pub const COUNTERS: &[&str] = &["pkts", "stamped", "raised", "no_opt", "malformed", "ce_marked", "no_port"];
+pub const COUNTERS: &[&str] = &["pkts", "stamped", "raised", "no_opt", "malformed", "ce_marked", "no_port", "ece_marked"];
 /// Index of the counter of malformed options.
 pub const MALFORMED: usize = 4;
 /// Index of the CE-mark counter.
@@ -41,6 +41,8 @@ pub struct PortConfig {
     pub pinned_int_val: u8,
     /// Utilization measurement window, ns.
     pub util_window_ns: u32,
+    /// Set ECE on pure ACKs leaving the port (a circuit network's signal to reTCP senders).
+    pub ece_acks: bool,
 }
 
 impl Default for PortConfig {
@@ -53,6 +55,7 @@ impl Default for PortConfig {
             util_shift: 0,
             pinned_int_val: 0,
             util_window_ns: 1_000_000,
+            ece_acks: false,
         }
     }
 }
@@ -70,14 +73,14 @@ impl PortConfig {
         b.extend_from_slice(&self.util_window_ns.to_ne_bytes());
         // Not read by BPF: whether sluice created the clsact qdisc, so detach removes only that.
         b.extend_from_slice(&(owns_clsact as u32).to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&(self.ece_acks as u32).to_ne_bytes());
         b
     }
 
     /// Parses the map value; returns the config and whether sluice created the clsact qdisc.
     pub fn from_bytes(b: &[u8]) -> Result<(PortConfig, bool)> {
-        if b.len() < 44 {
-            bail!("port config: expected at least 44 bytes, got {}", b.len());
+        if b.len() < 48 {
+            bail!("port config: expected at least 48 bytes, got {}", b.len());
         }
         let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
         let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
@@ -89,6 +92,7 @@ impl PortConfig {
             util_shift: u32_at(28),
             pinned_int_val: u32_at(32) as u8,
             util_window_ns: u32_at(36),
+            ece_acks: u32_at(44) != 0,
         };
         Ok((cfg, u32_at(40) != 0))
     }
@@ -349,14 +353,14 @@ pub fn status_text(netns: Option<&str>) -> Result<String> {
             let _ns = NetnsGuard::enter(netns)?;
             nix::net::if_::if_indextoname(ifindex).map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("ifindex {ifindex}"))
         };
-        let c = cfgs.lookup(&k, MapFlags::ANY)?.unwrap_or_default();
-        let rate = u64::from_ne_bytes(c[0..8].try_into().unwrap());
-        let ce = u64::from_ne_bytes(c[16..24].try_into().unwrap());
+        let (c, _) = PortConfig::from_bytes(&cfgs.lookup(&k, MapFlags::ANY)?.unwrap_or_default())?;
         let st = states.lookup(&k, MapFlags::ANY)?.map(|b| PortState::from_bytes(&b)).unwrap_or_default();
         writeln!(
             s,
-            "  {name}: rate {} Mb/s, CE above {ce} B; queue now {} B, max {} B, mean {:.0} B; util {}%",
-            rate / 1_000_000,
+            "  {name}: rate {} Mb/s, CE above {} B{}; queue now {} B, max {} B, mean {:.0} B; util {}%",
+            c.rate_bps / 1_000_000,
+            c.ce_threshold,
+            if c.ece_acks { ", ECE on ACKs" } else { "" },
             st.q_bytes,
             st.q_max,
             st.q_mean(),

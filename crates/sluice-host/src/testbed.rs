@@ -85,6 +85,27 @@ pub struct Testbed {
     pub rate_bps: u64,
     /// Whether the INT switch is attached.
     pub int_switch: bool,
+    /// The switch ports' shaper.
+    #[serde(default = "default_shaper")]
+    pub shaper: Shaper,
+    /// MTU of every link.
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// Each shaper's queue limit, packets.
+    #[serde(default = "default_queue")]
+    pub queue_packets: u32,
+}
+
+fn default_shaper() -> Shaper {
+    Shaper::Htb
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+
+fn default_queue() -> u32 {
+    1000
 }
 
 impl Testbed {
@@ -122,6 +143,9 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
     if !(576..=65535).contains(&o.mtu) {
         bail!("mtu: expected 576 to 65535, got {}", o.mtu);
     }
+    if o.queue_packets == 0 {
+        bail!("queue_packets: expected at least 1 packet");
+    }
     if !(2..=200).contains(&o.hosts) {
         bail!("hosts: expected 2 to 200, got {}", o.hosts);
     }
@@ -137,6 +161,9 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
             .collect(),
         rate_bps: o.rate_bps,
         int_switch: o.int_switch,
+        shaper: o.shaper,
+        mtu: o.mtu,
+        queue_packets: o.queue_packets,
     };
     fs::create_dir_all(sys::STATE_DIR)?;
     fs::write(state_file(&o.prefix), serde_json::to_string_pretty(&tb)?)?;
@@ -184,13 +211,18 @@ fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
 /// rate/HZ-derived and at 1 Gb/s comes to 1375 bytes, less than one 9000-byte frame, so every
 /// frame waits for the qdisc watchdog and each microsecond the timer fires late is lost for good:
 /// on a virtual machine the port then carried 76-80% of its rate with megabytes queued.
-fn shaper_burst(o: &TestbedOptions) -> u64 {
-    o.mtu as u64 + 14 + o.rate_bps / 8 / 10_000
+fn shaper_burst(mtu: u32, rate_bps: u64) -> u64 {
+    mtu as u64 + 14 + rate_bps / 8 / 10_000
+}
+
+/// A tbf queue limit in bytes: `packets` full frames of the links' MTU.
+fn tbf_limit(packets: u32, mtu: u32) -> u64 {
+    packets as u64 * (mtu as u64 + 14)
 }
 
 fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
     let limit = o.queue_packets.to_string();
-    let burst = format!("{}b", shaper_burst(o));
+    let burst = format!("{}b", shaper_burst(o.mtu, o.rate_bps));
     match o.shaper {
         Shaper::Htb => {
             run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "handle", "1:", "htb", "default", "1"])?;
@@ -200,11 +232,41 @@ fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
             run("tc", &["-n", sw, "qdisc", "add", "dev", port, "parent", "1:1", "handle", "10:", "pfifo", "limit", &limit])?;
         }
         Shaper::Tbf => {
-            let bytes = format!("{}", o.queue_packets as u64 * 1514);
+            let bytes = tbf_limit(o.queue_packets, o.mtu).to_string();
             run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "tbf", "rate", rate, "burst", &burst, "limit", &bytes])?;
         }
     }
     Ok(())
+}
+
+/// Changes the rate of switch port `port`'s shaper (and the INT switch's queue estimate with it);
+/// what is queued stays queued.
+pub fn set_rate(tb: &Testbed, port: &str, rate_bps: u64) -> Result<()> {
+    let (sw, rate) = (tb.switch.as_str(), format!("{rate_bps}bit"));
+    let burst = format!("{}b", shaper_burst(tb.mtu, rate_bps));
+    match tb.shaper {
+        Shaper::Htb => {
+            let class = ["-n", sw, "class", "change", "dev", port, "parent", "1:", "classid", "1:1", "htb"];
+            run("tc", &[&class[..], &["rate", &rate, "ceil", &rate, "burst", &burst, "cburst", &burst]].concat())?;
+        }
+        Shaper::Tbf => {
+            let bytes = tbf_limit(tb.queue_packets, tb.mtu).to_string();
+            run("tc", &["-n", sw, "qdisc", "change", "dev", port, "root", "tbf", "rate", &rate, "burst", &burst, "limit", &bytes])?;
+        }
+    }
+    if tb.int_switch {
+        let mut cfg = switch::port_config(port, Some(sw))?;
+        cfg.rate_bps = rate_bps;
+        switch::set_port_config(port, Some(sw), &cfg)?;
+    }
+    Ok(())
+}
+
+/// Bytes switch port `port` has sent, from its root qdisc's counters.
+pub fn port_tx_bytes(tb: &Testbed, port: &str) -> Result<u64> {
+    let s = run("tc", &["-n", &tb.switch, "-s", "qdisc", "show", "dev", port])?;
+    let sent = s.lines().find_map(|l| l.trim_start().strip_prefix("Sent ")?.split_whitespace().next()?.parse().ok());
+    sent.with_context(|| format!("{port}: no \"Sent\" figure in tc's statistics: {s}"))
 }
 
 /// The testbed recorded under a prefix, if up.

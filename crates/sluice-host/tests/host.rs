@@ -1123,3 +1123,59 @@ fn the_guides_worked_example_builds_for_both_targets() {
     drop(link);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The testbed's circuit mode on real kernels (docs/rdcn.md): h1 sends to h3 over a path that runs
+/// at 50 Mb/s except for a 50 ms day every 250 ms at 1 Gb/s, with 8-packet queues and a 5 ms
+/// delay line on the ACK path, so a day needs a window several times the one a slow phase keeps;
+/// the switch sets ECE on ACKs to h1 during each day. reTCP (Reno that doubles its window on the
+/// signal) must move at least 15% more bytes in the fast phases than NewReno (the same Reno
+/// without it), as means over six days; measured here 1.27-2.00x over 10 runs, 1.33-1.69x with a
+/// busy loop on one core.
+#[test]
+fn retcp_fills_the_fast_phase_faster_than_newreno_in_circuit_mode() {
+    use sluice_host::circuit::{self, CircuitPlan};
+    use sluice_host::delay::DelayLine;
+    let _g = prerequisites();
+    let _ = testbed::down("slt9");
+    let opts = TestbedOptions { prefix: "slt9".into(), mtu: 9000, queue_packets: 8, ce_threshold: 0, ..TestbedOptions::default() };
+    let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
+    let _agent = AgentGuard::load("sluice-test-circuit");
+    agent::policy_set(&PolicyKey::Port(5911), "retcp").unwrap();
+    agent::policy_set(&PolicyKey::Port(5912), "newreno").unwrap();
+    let line = DelayLine::start(&tb.0, 3, 1, Duration::from_millis(5)).expect("the delay line");
+    let ms = Duration::from_millis;
+    let plan = CircuitPlan {
+        sender_port: "p1".into(),
+        receiver_port: "p3".into(),
+        slow_bps: 50_000_000,
+        fast_bps: 1_000_000_000,
+        day: ms(50),
+        week: ms(250),
+        tau: Duration::ZERO,
+        weeks: 6,
+    };
+    let fast_phases = |port: u16| {
+        let s = sink(&tb.ns(2), port, 1);
+        let t0 = Instant::now();
+        let src = source(&tb.ns(0), tb.addr(2), port, (plan.week * plan.weeks + plan.day).as_secs_f64() + 0.1);
+        let log = circuit::run(&tb.0, &plan, t0, |_| {}).expect("the circuit schedule");
+        let (sent, cc) = src.join().unwrap();
+        assert_eq!(s.join().unwrap(), vec![sent], "every byte arrives");
+        let days = circuit::day_rates(&log, plan.fast_bps);
+        assert_eq!(days.len(), 6);
+        (days.iter().sum::<f64>() / days.len() as f64, days, cc)
+    };
+    let ece_before = switch::counters(Some(&tb.0.switch)).unwrap()[7];
+    let (retcp, retcp_days, cc) = fast_phases(5911);
+    assert_eq!(cc, "retcp+ecn", "policy selected reTCP, with ECN");
+    let marked = switch::counters(Some(&tb.0.switch)).unwrap()[7] - ece_before;
+    let (reno, reno_days, cc) = fast_phases(5912);
+    assert_eq!(cc, "newreno");
+    let carried = line.stop().expect("stopping the delay line");
+    let mbps = |v: &[f64]| v.iter().map(|r| format!("{:.0}", r / 1e6)).collect::<Vec<_>>().join(" ");
+    println!("circuit mode, fast-phase goodput per day (Mb/s): retcp {} (mean {:.0}); newreno {} (mean {:.0}); x{:.2}; {marked} ACKs given ECE, {carried} packets through the delay line",
+        mbps(&retcp_days), retcp / 1e6, mbps(&reno_days), reno / 1e6, retcp / reno);
+    assert!(marked > 100, "the switch set ECE on {marked} ACKs");
+    assert!(carried > 1000, "{carried} packets took the delay line");
+    assert!(retcp > 1.15 * reno, "reTCP {:.0} Mb/s against NewReno {:.0} Mb/s in the fast phases", retcp / 1e6, reno / 1e6);
+}

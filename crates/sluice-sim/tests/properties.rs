@@ -30,9 +30,29 @@ fn topology() -> impl Strategy<Value = (String, usize)> {
             (2 * h) as usize
         )),
         Just(("kind = \"fat_tree\"\nk = 2\nagg_rate = \"10Gbps\"\nagg_delay = \"1us\"\ncore_rate = \"10Gbps\"\ncore_delay = \"1us\"".to_string(), 2)),
+        (2u32..4, 1u32..3).prop_map(|(racks, per)| (
+            format!(
+                "kind = \"rdcn\"\nracks = {racks}\nhosts_per_rack = {per}\npacket_rate = \"10Gbps\"\npacket_delay = \"2us\"\n\
+                 circuit_rate = \"40Gbps\"\ncircuit_delay = \"4us\""
+            ),
+            (racks * per) as usize
+        )),
     ];
     (kind, rate, delay, loss).prop_map(|((table, hosts), rate, delay, loss)| {
         (format!("{table}\nhost_rate = \"{rate}\"\nhost_delay = \"{delay}\"\nhost_loss = {loss}"), hosts)
+    })
+}
+
+/// The `[circuit]` table of an `rdcn` topology: a strobe of random days and nights, small VOQs,
+/// resizing and the ECE signal on or off.
+fn circuit() -> impl Strategy<Value = String> {
+    (10u64..100, 1u64..10, 0u32..3, 2u32..20, 0u64..200, any::<bool>()).prop_map(|(day, night, extra, voq, tau, ece)| {
+        format!(
+            "[circuit]\nday = \"{day}us\"\nnight = \"{night}us\"\nstrobe_racks = {}\nvoq_packets = {voq}\n\
+             voq_large_packets = {}\ntau = \"{tau}us\"\nece_signal = {ece}\n",
+            4 + extra,
+            2 * voq
+        )
     })
 }
 
@@ -55,13 +75,15 @@ fn scenario_text() -> impl Strategy<Value = String> {
         "transport = \"rdma\"\n[rdma]\nrecovery = \"gbn\"\n",
         "transport = \"rdma\"\n[rdma]\nrecovery = \"irn\"\n",
     ]);
-    (topology(), prop::sample::select(algorithms()), any::<u64>(), transport).prop_flat_map(|((topo, hosts), cc, seed, transport)| {
+    (topology(), prop::sample::select(algorithms()), any::<u64>(), transport, circuit()).prop_flat_map(|((topo, hosts), cc, seed, transport, circuit)| {
+        // A circuit network carries TCP only.
+        let (transport, circuit) = if topo.contains("rdcn") { ("", circuit) } else { (transport, String::new()) };
         workload(hosts).prop_map(move |w| {
             format!(
                 "[sim]\nduration = \"1ms\"\nseed = {}\n\n[topology]\n{topo}\n\n[switch]\nbuffer = \"1MB\"\n\n\
                  [switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n\n[classes.default]\ncc = \"{cc}\"\n{transport}\n\
                  [[workloads]]\n{w}\n\n[output.queues]\ninterval = \"20us\"\nports = [\"sw0\"]\n\n\
-                 [output.cwnd]\ninterval = \"20us\"\n",
+                 [output.cwnd]\ninterval = \"20us\"\n{circuit}",
                 seed >> 1
             )
         })

@@ -57,7 +57,8 @@ pub fn day_rows(world: &World) -> Vec<DayRow> {
         let bytes = tor.circuit_days.iter().find(|d| d.number == day.number).map_or(0, |d| d.bytes);
         let end = day.end.min(now);
         let len = (end - day.start).0;
-        let busy = if len > 0 { rate.tx_time(bytes).0 as f64 / len as f64 } else { 0.0 };
+        // A frame still on the wire when the run ended counts whole; the fraction stays at most 1.
+        let busy = if len > 0 { (rate.tx_time(bytes).0 as f64 / len as f64).min(1.0) } else { 0.0 };
         let counted = day.end <= now && tor.voqs[dst as usize].carried_data;
         rows.push(DayRow { start: day.start, end, src, dst, bytes, busy, counted });
     }

@@ -2,7 +2,7 @@
 //! Reconfigurable Datacenter Networks", NSDI 2020; Etalon): the `[circuit]` table, the circuit
 //! schedule (days when rack pairs are joined, nights while the circuit switch reconfigures), and
 //! the ToR's virtual output queues, one per destination rack, which both uplinks drain: the
-//! circuit uplink only the VOQ of the rack it is joined to now, the packet uplink all of them in
+//! circuit uplink only the VOQ of the rack it is joined to now, the packet uplink the others in
 //! turn. VOQs grow `tau` before their day (dynamic buffer resizing), and while a pair has a
 //! circuit now or within `tau` the ToR sets ECE on ACKs going back to its senders (reTCP's signal).
 
@@ -443,7 +443,8 @@ impl Tor {
     /// Admits a packet for rack `dst` into its VOQ: marks it when ECN is on and the VOQ is past
     /// its threshold, and sets ECE on an ACK whose data comes over a circuit that is up or near.
     pub fn admit(&mut self, dst: u16, mut pkt: Packet, now: Time) -> (Admit, bool) {
-        if self.ece_signal && pkt.payload == 0 && pkt.has(flags::ACK) {
+        // A SYN-ACK's ECE belongs to ECN negotiation: only established ACKs carry the signal.
+        if self.ece_signal && pkt.payload == 0 && pkt.has(flags::ACK) && !pkt.has(flags::SYN) {
             // The ACK goes back to rack `dst`, whose data reach this rack over (dst, rack).
             if self.schedule.up_within((dst, self.rack), now, self.sizing.tau) {
                 pkt.flags |= flags::ECE;
