@@ -626,6 +626,9 @@ impl World {
                 let cpu = self.cpus[h as usize].as_deref_mut().expect("a CPU event for a host with a CPU");
                 let mut cx = cx!(self, now);
                 if let Some(mut job) = cpu.finish(core as usize, &mut cx) {
+                    if job.io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown) {
+                        self.offload_close(h, job.flow, &job.io, now);
+                    }
                     self.apply(job.flow, h, &mut job.io, now);
                 }
             }
@@ -751,16 +754,20 @@ impl World {
 
     /// What the host stack did with a packet (`rx`) or a timer happens now, or, on a host with a
     /// modelled CPU, when the core its flow maps to has done the work. A close the application
-    /// just made goes to the NIC first if it offloads teardown.
+    /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
+    /// or not the NIC's table has room).
     fn after_stack(&mut self, h: u32, f: u32, rx: bool, mut io: Io, now: Time) {
-        let handed_over = io.work.answered && self.offload_close(h, f, &io, now);
+        let hand_over = io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown);
         match self.cpus[h as usize].as_deref_mut() {
             None => {
+                if hand_over {
+                    self.offload_close(h, f, &io, now);
+                }
                 self.apply(f, h, &mut io, now);
                 self.io = io;
             }
             Some(cpu) => {
-                let cycles = cpu.costs.of(rx, &io, handed_over);
+                let cycles = cpu.costs.of(rx, &io, hand_over);
                 let mut cx = cx!(self, now);
                 cpu.submit(f, io, cycles, &mut cx);
             }
@@ -825,19 +832,18 @@ impl World {
         false
     }
 
-    /// The server's application closed flow `f` with a FIN (the last reply in `io`): if host
-    /// `h`'s NIC offloads teardown and has room, it takes the close over. True if it did.
-    fn offload_close(&mut self, h: u32, f: u32, io: &Io, now: Time) -> bool {
-        let Some(off) = self.offloads[h as usize].as_deref_mut().filter(|o| o.teardown) else { return false };
-        let Some(fin) = io.replies.iter().rev().find(|p| p.has(crate::packet::flags::FIN)).copied() else { return false };
-        let Ok(tick) = off.take_close(f, fin, now) else { return false };
+    /// The server's application closed flow `f` with a FIN (the last reply in `io`), about to
+    /// go out: host `h`'s NIC takes the close over if its table has room (else the host keeps it).
+    fn offload_close(&mut self, h: u32, f: u32, io: &Io, now: Time) {
+        let Some(off) = self.offloads[h as usize].as_deref_mut() else { return };
+        let Some(fin) = io.replies.iter().rev().find(|p| p.has(crate::packet::flags::FIN)).copied() else { return };
+        let Ok(tick) = off.take_close(f, fin, now) else { return };
         if let Some(at) = tick {
             self.q.push(at, Event::NicTick(h));
         }
         if let Some(c) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
             c.hand_over_close();
         }
-        true
     }
 
     /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; closes the

@@ -143,16 +143,18 @@ fn the_nic_retransmits_a_lost_fin_and_the_client_sees_an_ordinary_close() {
 
 #[test]
 fn a_full_nic_table_makes_the_host_close_itself_and_loses_nothing() {
-    let full = run_file(KV, &["offload.hosts=[0]", "offload.table_entries=8"]);
+    let full = run_file(KV, &["offload.hosts=[0]", "offload.table_entries=2"]);
     let counts = full.offloads()[0].as_ref().unwrap().counts;
     assert!(counts.fallbacks > 0 && counts.teardowns > 0, "{counts:?}");
-    assert_eq!(counts.table_peak, 8);
+    assert_eq!(counts.table_peak, 2);
     // Each fallback's close is the host's: its teardown cycles (connections still closing at the
     // end have not paid them yet).
     let costs = CpuCosts::default();
     let torn = cycles(&full, Op::Teardown) / costs.teardown;
     assert!(torn <= counts.fallbacks && torn + 128 >= counts.fallbacks, "{torn} host teardowns, {counts:?}");
-    assert_eq!(cycles(&full, Op::Handover), counts.teardowns * costs.handover);
+    // The host paid for every handover it tried, taken or refused (the last ones may be queued).
+    let tried = cycles(&full, Op::Handover) / costs.handover;
+    assert!(tried >= counts.teardowns + counts.fallbacks && tried <= counts.teardowns + counts.fallbacks + 128);
     // Nothing lost: every connection that got its response was answered once.
     let answered = full.flows().iter().filter(|f| f.answered.is_some()).count();
     assert_eq!(answered, full.requests().len());

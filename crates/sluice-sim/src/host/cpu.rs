@@ -134,9 +134,9 @@ impl Cycles {
 }
 
 impl CpuCosts {
-    /// The cycles of handling one received packet (`rx`), or a timer, that caused `io`; the
-    /// close handed to the NIC (`handed_over`) costs a handover instead of the teardown later.
-    pub fn of(&self, rx: bool, io: &Io, handed_over: bool) -> Cycles {
+    /// The cycles of handling one received packet (`rx`), or a timer, that caused `io`; a close
+    /// handed to the NIC (`hand_over`) costs a handover (and no teardown later, if the NIC takes it).
+    pub fn of(&self, rx: bool, io: &Io, hand_over: bool) -> Cycles {
         let mut c = Cycles::default();
         let Work { setup, accepted, answered, teardown } = io.work;
         if rx {
@@ -156,7 +156,7 @@ impl CpuCosts {
         }
         if answered {
             c.add(Op::App, self.request);
-            c.add(Op::Handover, if handed_over { self.handover } else { 0 });
+            c.add(Op::Handover, if hand_over { self.handover } else { 0 });
         }
         if teardown {
             c.add(Op::Teardown, self.teardown);
