@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The programs, one per mechanism; each becomes `$OUT_DIR/<name>.skel.rs`.
-const PROGRAMS: &[&str] = &["agent", "cc_select", "int_switch"];
+const PROGRAMS: &[&str] = &["agent", "cc_select", "int_switch", "proxy"];
 
 /// The portable algorithms, `<name>.c` in `PORTABLE`; each becomes a struct_ops of that name.
 const ALGORITHMS: &[&str] = &["newreno", "dctcp", "ecn_int", "retcp"];

@@ -70,6 +70,12 @@ enum Command {
         #[command(subcommand)]
         cmd: sluice_host::cli::TestbedCmd,
     },
+    /// An L7 proxy relaying by userspace copy, splice(2) or a BPF sockmap, and its benchmark.
+    #[cfg(feature = "host")]
+    Proxy {
+        #[command(subcommand)]
+        cmd: sluice_host::cli::ProxyCmd,
+    },
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host (needs the `host` feature).
     #[cfg(not(feature = "host"))]
     #[command(disable_help_flag = true)]
@@ -84,12 +90,19 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         rest: Vec<String>,
     },
+    /// An L7 proxy with a BPF sockmap relay (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Proxy {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
 }
 
 /// Why `sluice host` and `sluice testbed` are missing from a default build, and how to get them.
 #[cfg(not(feature = "host"))]
-const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice host` and \
-`sluice testbed` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
+const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice host`, \
+`sluice testbed` and `sluice proxy` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
 libelf-dev zlib1g-dev pkg-config, then `cargo build --release -p sluice-cli --features host`";
 
 /// `--seed` as an override: a TOML integer where one can hold it, a string above 2^63 - 1.
@@ -121,8 +134,10 @@ fn main() -> ExitCode {
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
         #[cfg(feature = "host")]
         Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
+        #[cfg(feature = "host")]
+        Command::Proxy { cmd } => sluice_host::cli::run_proxy(cmd),
         #[cfg(not(feature = "host"))]
-        Command::Host { .. } | Command::Testbed { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
+        Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -429,3 +429,22 @@ fn circuit_settings_and_schedule_files_are_refused_at_their_keys_and_lines() {
     circuit_refused("cycle = 3", "", &["s.toml:16: circuit.cycle: unknown field `cycle`", "`voq_packets`"]);
     refused("[circuit]\nvoq_packets = 16\n", &[], &["circuit: only for topology.kind = \"rdcn\", not \"star\""]);
 }
+
+#[test]
+fn cpu_and_offload_settings_are_refused_at_their_keys() {
+    let hs = "[transport]\nhandshake = true\n";
+    refused("[cpu]\nhosts = [7]\n", &[], &["cpu.hosts: host 7 does not exist; the topology has hosts 0 to 3"]);
+    refused("[cpu]\ncores = 0\n", &[], &["cpu.cores: expected 1 to 1024 cores, got 0"]);
+    refused("[cpu]\nghz = -1.0\n", &[], &["cpu.ghz: expected a clock rate between 0.01 and 100 GHz"]);
+    refused("[cpu.costs]\nsetup = -5\n", &[], &["s.toml:11: cpu.costs.setup: expected a whole number of 0 or more; got the number -5"]);
+    refused("[cpu.costs]\nsyn = 5\n", &[], &["cpu.costs.syn: unknown field `syn`", "`setup`"]);
+    refused("[offload]\nhosts = [0]\n", &[], &["offload: setup and teardown offloads act on the handshake", "transport.handshake = true"]);
+    refused(&format!("{hs}[offload]\nhosts = [9]\n"), &[], &["offload.hosts: host 9 does not exist"]);
+    refused(&format!("{hs}[offload]\ntable_entries = 0\n"), &[], &["offload.table_entries: expected 1 to 16777216 connections, got 0"]);
+    refused(&format!("{hs}[offload]\nwheel_slot = \"2ms\"\n"), &[], &["offload.wheel_slot: expected a slot above 0 and at most offload.rto (1ms), got 2ms"]);
+    refused(&format!("{hs}[offload]\nrto = \"0us\"\n"), &[], &["offload.rto: expected a timeout above 0"]);
+    let rpc = "[[workloads]]\nkind = \"rpc\"\nconnections = \"transaction\"\nclients = [1]\nservers = [0]\nrequest_size = 32\nresponse_size";
+    refused(&format!("{rpc} = 40\n"), &[], &["connections: \"transaction\" answers on the server's FIN, so it needs transport.handshake = true"]);
+    refused(&format!("{hs}{rpc} = \"3KB\"\n"), &[], &["response_size: a transaction's response rides on one segment, so at most 1448 bytes (the MSS); got 3000"]);
+    refused(&format!("{hs}{rpc} = 40\n").replace("transaction", "pipelined"), &[], &["\"per_request\", \"persistent\" or \"transaction\", got \"pipelined\""]);
+}

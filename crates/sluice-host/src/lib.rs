@@ -6,6 +6,7 @@ pub mod cc;
 pub mod circuit;
 pub mod codec;
 pub mod delay;
+pub mod proxy;
 pub mod replay;
 pub mod skel;
 pub mod switch;

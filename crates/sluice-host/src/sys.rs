@@ -199,3 +199,9 @@ mod tests {
         assert!(parse_rate("0").is_err());
     }
 }
+
+/// The CPU clock in MHz as `/proc/cpuinfo` reports it (the first CPU's), for cycle estimates.
+pub fn cpu_mhz() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse().ok()
+}

@@ -35,6 +35,10 @@ pub enum Event {
     AppTimer(u32, u32),
     /// The circuit switch changes configuration: a day begins or ends.
     Circuit,
+    /// A core of a host's CPU finished its job (host, core).
+    CpuDone(u32, u16),
+    /// A host NIC's offload timer wheel ticks (host).
+    NicTick(u32),
 }
 
 /// The timers a connection owns.

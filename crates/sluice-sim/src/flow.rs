@@ -46,6 +46,10 @@ pub struct Flow {
     pub transport: Option<Transport>,
     /// The flow sits in its NIC's scheduler.
     pub in_active: bool,
+    /// A transaction: the bytes the server answers with on its FIN.
+    pub response: Option<u32>,
+    /// When the client received the server's response (a transaction).
+    pub answered: Option<Time>,
     app_received: u64,
     delivery_fault: Option<String>,
     kept: Kept,
@@ -85,6 +89,8 @@ impl Flow {
             messages: VecDeque::new(),
             transport: Some(transport),
             in_active: false,
+            response: None,
+            answered: None,
             app_received: 0,
             delivery_fault: None,
             kept: Kept::default(),

@@ -2,6 +2,8 @@
 //! key of every problem.
 
 use crate::cc::{self, CcFactory};
+use crate::host::cpu::CpuConfig;
+use crate::host::offload::OffloadConfig;
 use crate::net::circuit::{CircuitConfig, CircuitParts};
 use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
@@ -61,6 +63,12 @@ pub struct Scenario {
     /// The circuit schedule and ToR VOQs of a `topology.kind = "rdcn"` network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuit: Option<CircuitConfig>,
+    /// Hosts whose CPU is modelled: cores, clock and the cycles of each operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuConfig>,
+    /// AccelTCP's NIC offloads of connection setup and teardown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload: Option<OffloadConfig>,
 }
 
 /// `[pfc]`: IEEE 802.1Qbb priority flow control on every switch (`net/pfc.rs`).
@@ -1027,6 +1035,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         class_index: &class_index,
         class_names: &names,
         seed: sc.sim.seed,
+        mss: sc.transport.mss(),
+        handshake: sc.transport.handshake,
     };
     let mut flows = Vec::new();
     let mut apps = Vec::new();
@@ -1148,6 +1158,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(sc.tlt.every)),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64)?,
         circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
+        cpu: cpu_config(sc, graph.hosts().len())?,
+        offload: offload_config(sc, graph.hosts().len())?,
         classes,
         flows,
         apps,
@@ -1183,6 +1195,54 @@ fn circuit_parts(sc: &Scenario, base_dir: &Path, classes: &[ClassRuntime]) -> Re
     }
     let ece_signal = cfg.ece_signal.unwrap_or_else(|| classes.iter().any(|c| c.cc == "retcp"));
     Ok(Some(CircuitParts { schedule: std::sync::Arc::new(schedule), racks: racks as u16, hosts_per_rack, sizing: cfg.sizing()?, ece_signal }))
+}
+
+/// `[cpu]`, checked: hosts that exist, at least one core, a clock and costs that make sense.
+fn cpu_config(sc: &Scenario, hosts: usize) -> Result<Option<CpuConfig>, String> {
+    let Some(c) = &sc.cpu else { return Ok(None) };
+    host_ordinals(&c.hosts, "cpu.hosts", hosts)?;
+    if !(1..=1024).contains(&c.cores) {
+        return Err(format!("cpu.cores: expected 1 to 1024 cores, got {}", c.cores));
+    }
+    if !(c.ghz.is_finite() && (0.01..=100.0).contains(&c.ghz)) {
+        return Err(format!("cpu.ghz: expected a clock rate between 0.01 and 100 GHz, got {}", c.ghz));
+    }
+    let k = &c.costs;
+    let cycles = [k.setup, k.accept, k.rx_packet, k.tx_packet, k.request, k.teardown, k.timer, k.handover];
+    if cycles.iter().any(|&n| n > 1_000_000_000) || !(k.per_byte.is_finite() && (0.0..=1e6).contains(&k.per_byte)) {
+        return Err("cpu.costs: expected whole numbers of cycles up to 10^9 per operation (per_byte: 0 to 10^6)".into());
+    }
+    Ok(Some(c.clone()))
+}
+
+/// `[offload]`, checked: hosts that exist, a table, a timer and a wheel slot.
+fn offload_config(sc: &Scenario, hosts: usize) -> Result<Option<OffloadConfig>, String> {
+    let Some(o) = &sc.offload else { return Ok(None) };
+    host_ordinals(&o.hosts, "offload.hosts", hosts)?;
+    if sc.classes.values().any(|c| c.transport == ClassTransport::Rdma) {
+        return Err("offload: AccelTCP's offloads act on TCP connections; RDMA classes are not supported with it".into());
+    }
+    if o.teardown && (o.table_entries == 0 || o.table_entries > 1 << 24) {
+        return Err(format!("offload.table_entries: expected 1 to 16777216 connections, got {}", o.table_entries));
+    }
+    if o.rto == Time::ZERO || o.rto > Time::from_ms(60_000) {
+        return Err(format!("offload.rto: expected a timeout above 0 and at most 60s, got {}", o.rto));
+    }
+    if o.wheel_slot == Time::ZERO || o.wheel_slot > o.rto {
+        return Err(format!("offload.wheel_slot: expected a slot above 0 and at most offload.rto ({}), got {}", o.rto, o.wheel_slot));
+    }
+    if (o.setup || o.teardown) && !sc.transport.handshake {
+        return Err("offload: setup and teardown offloads act on the handshake and the close, so they need transport.handshake = true".into());
+    }
+    Ok(Some(o.clone()))
+}
+
+/// Host ordinals listed under `key` must exist.
+fn host_ordinals(list: &[usize], key: &str, hosts: usize) -> Result<(), String> {
+    match list.iter().find(|&&h| h >= hosts) {
+        Some(h) => Err(format!("{key}: host {h} does not exist; the topology has hosts 0 to {}", hosts - 1)),
+        None => Ok(()),
+    }
 }
 
 fn pfc_or_rdma(sc: &Scenario) -> bool {

@@ -4,10 +4,12 @@
 //! to them and carries out what they report.
 
 use crate::cc::{CcFactory, EcnMode, FlowContext};
-use crate::context::{Counters, Cx, Event, SampleKind, Streams};
+use crate::context::{Counters, Cx, Event, SampleKind, Streams, TimerKind};
 use crate::event::EventQueue;
 use crate::flow::Flow;
+use crate::host::cpu::{Cpu, CpuConfig};
 use crate::host::nic::Nic;
+use crate::host::offload::{Offload, OffloadConfig};
 use crate::host::pacer::TokenBucket;
 use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 use crate::net::capture::{Capture, CaptureSpec};
@@ -131,6 +133,10 @@ pub struct Parts {
     pub pfc: Option<PfcSettings>,
     /// The circuit side of a reconfigurable network's ToRs.
     pub circuit: Option<CircuitParts>,
+    /// Hosts with a modelled CPU.
+    pub cpu: Option<CpuConfig>,
+    /// Hosts whose NIC offloads connection setup and teardown.
+    pub offload: Option<OffloadConfig>,
 }
 
 /// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
@@ -209,6 +215,10 @@ pub struct World {
     hops: HopSlab,
     /// The circuit schedule of a reconfigurable network.
     circuit: Option<CircuitParts>,
+    /// Each host's CPU, where it is modelled.
+    cpus: Vec<Option<Box<Cpu>>>,
+    /// Each host's NIC offload, where it has one.
+    offloads: Vec<Option<Box<Offload>>>,
 }
 
 /// The circuit side of node `n` when it is a ToR of the reconfigurable network `c`: the ToRs
@@ -364,7 +374,16 @@ impl World {
             },
             hops: HopSlab::default(),
             circuit: p.circuit,
+            cpus: Vec::new(),
+            offloads: Vec::new(),
         };
+        let hosts = world.nics.len();
+        world.cpus = (0..hosts as u32)
+            .map(|h| p.cpu.as_ref().filter(|c| c.hosts.contains(&(h as usize))).map(|c| Box::new(Cpu::new(h, c))))
+            .collect();
+        world.offloads = (0..hosts as u32)
+            .map(|h| p.offload.as_ref().filter(|o| o.hosts.contains(&(h as usize))).map(|o| Box::new(Offload::new(h, o, p.seed))))
+            .collect();
         for spec in &p.flows {
             world.add_flow(spec);
         }
@@ -446,7 +465,10 @@ impl World {
         };
         // A burst of two full frames lets the limiter keep a window-limited flow busy.
         let limiter = spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * self.tcp.frame(mss) as u64));
-        let conn = TcpConnection::new(&self.tcp, route, sender, int, proposal, limiter);
+        let mut conn = TcpConnection::new(&self.tcp, route, sender, int, proposal, limiter);
+        if let Some(r) = spec.response {
+            conn.set_response(r);
+        }
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
         flow.base_rtt = base_rtt;
         if let Some(s) = spec.size {
@@ -484,6 +506,7 @@ impl World {
     /// Records a new flow's QoS and counts it among the finite or endless flows.
     fn push_flow(&mut self, mut flow: Flow, spec: &FlowSpec) -> u32 {
         flow.deadline = spec.qos.deadline;
+        flow.response = spec.response;
         match spec.size {
             Some(_) => self.unfinished += 1,
             None => self.endless += 1,
@@ -598,7 +621,18 @@ impl World {
                 }
                 self.with_transport(f, now, |t, io, cx| t.open(io, cx));
             }
-            Event::Timer(f, kind, gen) => self.with_transport(f, now, |t, io, cx| t.on_timer(kind, gen, io, cx)),
+            Event::Timer(f, kind, gen) => self.on_timer(f, kind, gen, now),
+            Event::CpuDone(h, core) => {
+                let cpu = self.cpus[h as usize].as_deref_mut().expect("a CPU event for a host with a CPU");
+                let mut cx = cx!(self, now);
+                if let Some(mut job) = cpu.finish(core as usize, &mut cx) {
+                    if job.io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown) {
+                        self.offload_close(h, job.flow, &job.io, now);
+                    }
+                    self.apply(job.flow, h, &mut job.io, now);
+                }
+            }
+            Event::NicTick(h) => self.nic_tick(h, now),
             Event::End => {
                 self.stopped = true;
                 // Not an event of the network: keep the count to the simulation's own work.
@@ -698,17 +732,142 @@ impl World {
         let f = pkt.flow;
         let flow = &mut self.flows[f as usize];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
-        let mut cx = cx!(self, now);
-        let Some(t) = flow.transport.as_mut() else {
+        if flow.transport.is_none() {
             // A closed connection takes nothing more.
+            let mut cx = cx!(self, now);
             cx.release(&pkt);
             return;
-        };
+        }
         let mut io = std::mem::take(&mut self.io);
         io.reset();
+        if side == Side::Server && self.offloads[h as usize].is_some() && self.nic_takes(h, f, &pkt, &mut io, now) {
+            self.apply(f, h, &mut io, now);
+            self.io = io;
+            return;
+        }
+        let flow = &mut self.flows[f as usize];
+        let t = flow.transport.as_mut().expect("checked above");
+        let mut cx = cx!(self, now);
         t.on_packet(side, &pkt, &mut io, &mut cx);
-        self.apply(f, h, &mut io, now);
-        self.io = io;
+        self.after_stack(h, f, true, io, now);
+    }
+
+    /// What the host stack did with a packet (`rx`) or a timer happens now, or, on a host with a
+    /// modelled CPU, when the core its flow maps to has done the work. A close the application
+    /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
+    /// or not the NIC's table has room).
+    fn after_stack(&mut self, h: u32, f: u32, rx: bool, mut io: Io, now: Time) {
+        let hand_over = io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown);
+        match self.cpus[h as usize].as_deref_mut() {
+            None => {
+                if hand_over {
+                    self.offload_close(h, f, &io, now);
+                }
+                self.apply(f, h, &mut io, now);
+                self.io = io;
+            }
+            Some(cpu) => {
+                let cycles = cpu.costs.of(rx, &io, hand_over);
+                let mut cx = cx!(self, now);
+                cpu.submit(f, io, cycles, &mut cx);
+            }
+        }
+    }
+
+    /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
+    /// work for its host's CPU, where one is modelled.
+    fn on_timer(&mut self, f: u32, kind: TimerKind, gen: u32, now: Time) {
+        let dst = self.flows[f as usize].dst;
+        let server_timer = matches!(kind, TimerKind::DelayedAck | TimerKind::PeerRto);
+        if !(server_timer && self.cpus[dst as usize].is_some()) {
+            self.with_transport(f, now, |t, io, cx| t.on_timer(kind, gen, io, cx));
+            return;
+        }
+        let flow = &mut self.flows[f as usize];
+        let Some(t) = flow.transport.as_mut() else { return };
+        let mut io = std::mem::take(&mut self.io);
+        io.reset();
+        let mut cx = cx!(self, now);
+        t.on_timer(kind, gen, &mut io, &mut cx);
+        if io.replies.is_empty() && !io.closed {
+            // A stale or rescheduled timer: no work.
+            self.io = io;
+            return;
+        }
+        self.after_stack(dst, f, false, io, now);
+    }
+
+    /// The NIC offload of server host `h` looks at `pkt` first: it answers a SYN with a cookie,
+    /// verifies the cookie of a handshake's ACK (dropping a wrong one), and takes the client's
+    /// ACK of a FIN it owns. True when the NIC consumed the packet (its outcome is in `io`).
+    fn nic_takes(&mut self, h: u32, f: u32, pkt: &Packet, io: &mut Io, now: Time) -> bool {
+        let off = self.offloads[h as usize].as_deref_mut().expect("checked by the caller");
+        let Some(conn) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
+        if off.setup && conn.server_listening() {
+            if pkt.is_syn() {
+                let cookie = off.cookie(pkt, now);
+                io.replies.push(conn.syn_ack(pkt, cookie));
+                off.counts.syn_cookies += 1;
+                return true;
+            }
+            if !off.verify(pkt, now) {
+                let mut cx = cx!(self, now);
+                cx.release(pkt);
+                return true;
+            }
+            // A verified handshake: the host creates the connection as it takes the segment.
+            conn.accept_verified();
+            return false;
+        }
+        if off.owns(f) {
+            if conn.acks_server_fin(pkt) {
+                off.closed(f);
+                conn.nic_closed(io);
+            }
+            // The client's retransmitted data is answered by the NIC's own FIN timer.
+            let mut cx = cx!(self, now);
+            cx.release(pkt);
+            return true;
+        }
+        false
+    }
+
+    /// The server's application closed flow `f` with a FIN (the last reply in `io`), about to
+    /// go out: host `h`'s NIC takes the close over if its table has room (else the host keeps it).
+    fn offload_close(&mut self, h: u32, f: u32, io: &Io, now: Time) {
+        let Some(off) = self.offloads[h as usize].as_deref_mut() else { return };
+        let Some(fin) = io.replies.iter().rev().find(|p| p.has(crate::packet::flags::FIN)).copied() else { return };
+        let Ok(tick) = off.take_close(f, fin, now) else { return };
+        if let Some(at) = tick {
+            self.q.push(at, Event::NicTick(h));
+        }
+        if let Some(c) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
+            c.hand_over_close();
+        }
+    }
+
+    /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; closes the
+    /// NIC gave up on end.
+    fn nic_tick(&mut self, h: u32, now: Time) {
+        let off = self.offloads[h as usize].as_deref_mut().expect("a NIC tick for a host with an offload");
+        if off.tick_at != Some(now) {
+            return; // superseded by an earlier tick
+        }
+        let (mut resend, mut gave_up) = (Vec::new(), Vec::new());
+        if let Some(at) = off.tick(now, &mut resend, &mut gave_up) {
+            self.q.push(at, Event::NicTick(h));
+        }
+        self.nics[h as usize].ctrl.extend(resend);
+        for f in gave_up {
+            let mut io = std::mem::take(&mut self.io);
+            io.reset();
+            if let Some(c) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
+                c.nic_closed(&mut io);
+            }
+            self.apply(f, h, &mut io, now);
+            self.io = io;
+        }
+        self.nic_send(h, now);
     }
 
     /// Carries out what a connection reported: replies from host `h`, bytes for the
@@ -728,6 +887,9 @@ impl World {
         if let Some((start, len)) = io.delivered {
             self.flows[f as usize].app_receive(start, len);
             self.deliver_to_app(f, now);
+        }
+        if io.response {
+            self.response_to_app(f, now);
         }
         let flow = &mut self.flows[f as usize];
         if io.completed && flow.finish.is_none() {
@@ -765,7 +927,9 @@ impl World {
     fn deliver_to_app(&mut self, f: u32, now: Time) {
         let flow = &mut self.flows[f as usize];
         let delivered = flow.bytes_delivered();
-        let Some((a, flow_tag)) = flow.app else {
+        let transaction = flow.response.is_some();
+        let (Some((a, flow_tag)), false) = (flow.app, transaction) else {
+            // A transaction's application hears of the response instead.
             if flow.rx_done.is_none() && flow.size == Some(delivered) {
                 flow.rx_done = Some(now);
             }
@@ -793,6 +957,19 @@ impl World {
             flow.rx_done = Some(now);
             self.apps[a as usize].on_delivered(flow_tag, now, &mut io);
         }
+        self.apply_app_io(a, io, now);
+    }
+
+    /// A transaction's response reached its client: the application that opened it hears.
+    fn response_to_app(&mut self, f: u32, now: Time) {
+        let flow = &mut self.flows[f as usize];
+        if flow.answered.is_some() {
+            return;
+        }
+        flow.answered = Some(now);
+        let Some((a, tag)) = flow.app else { return };
+        let mut io = std::mem::take(&mut self.app_io);
+        self.apps[a as usize].on_delivered(tag, now, &mut io);
         self.apply_app_io(a, io, now);
     }
 
@@ -852,6 +1029,20 @@ impl World {
 
     // ---- inspection -------------------------------------------------------------------------
 
+    /// Hands `pkt` to host `h` now, as if it had just arrived from the network: a crafted
+    /// segment (a forged ACK, a stray SYN) for tests and attack studies. It counts as sent.
+    pub fn inject(&mut self, h: u32, pkt: Packet) {
+        self.counters.packets_sent += 1;
+        self.host_receive(h, pkt, self.clock);
+    }
+    /// Each host's CPU, where it is modelled.
+    pub fn cpus(&self) -> &[Option<Box<Cpu>>] {
+        &self.cpus
+    }
+    /// Each host's NIC offload, where it has one.
+    pub fn offloads(&self) -> &[Option<Box<Offload>>] {
+        &self.offloads
+    }
     /// The current simulated time.
     pub fn now(&self) -> Time {
         self.clock
@@ -997,8 +1188,17 @@ impl World {
         // a receiver about to echo it; anything else leaked or was freed twice.
         let voqs = self.switches.iter().filter_map(|s| s.tor.as_deref()).flat_map(|t| t.queued());
         let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt))).chain(voqs);
-        let held_by_packets =
-            queued.chain(self.nics.iter().flat_map(|n| n.ctrl.iter())).filter(|p| p.hops.is_some()).count();
+        // Replies a host's CPU has not finished producing are held by the host.
+        let cpu_jobs = || self.cpus.iter().flatten().flat_map(|c| c.jobs());
+        let held_by_packets = queued
+            .chain(self.nics.iter().flat_map(|n| n.ctrl.iter()))
+            .chain(cpu_jobs().flat_map(|j| j.io.replies.iter()))
+            .filter(|p| p.hops.is_some())
+            .count();
+        let mut in_cpu: HashMap<u32, u64> = HashMap::new();
+        for j in cpu_jobs() {
+            *in_cpu.entry(j.flow).or_default() += j.io.delivered.map_or(0, |d| d.1);
+        }
         let held_by_receivers = self.flows.iter().filter(|f| f.transport.as_ref().is_some_and(Transport::holds_hop_stack)).count();
         if held_by_packets + held_by_receivers != self.hops.in_use() {
             return Err(format!(
@@ -1011,7 +1211,8 @@ impl World {
             if let Some(fault) = f.delivery_fault() {
                 return Err(fault.to_string());
             }
-            let got = f.bytes_delivered();
+            // Bytes a host's CPU is still handing over count as delivered.
+            let got = f.bytes_delivered() + in_cpu.get(&f.id).copied().unwrap_or(0);
             let ends = match f.transport.as_ref() {
                 Some(Transport::Tcp(c)) => Some((c.receiver.rcv_nxt, c.sender.una)),
                 Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),

@@ -4,7 +4,9 @@
 //! (the transport's segment packets), and signal collection (the transport's signal block building
 //! `AckSignals`, and the telemetry log).
 
+pub mod cpu;
 pub mod nic;
+pub mod offload;
 pub mod pacer;
 pub mod scheduler;
 pub mod telemetry;

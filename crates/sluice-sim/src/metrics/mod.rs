@@ -4,6 +4,7 @@
 mod buckets;
 mod cc_state;
 pub mod circuit;
+pub mod cpu;
 pub mod pcap;
 mod percentiles;
 mod run_dir;
@@ -113,6 +114,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if world.circuit().is_some() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("circuit.csv"))?);
         circuit::write_circuit_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if world.cpus().iter().any(Option::is_some) {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("cpu.csv"))?);
+        cpu::write_cpu_csv(world, &mut w)?;
         w.flush()?;
     }
     if let Some(cap) = world.capture() {

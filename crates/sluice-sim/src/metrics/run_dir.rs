@@ -19,6 +19,7 @@ pub const OWNED_FILES: &[&str] = &[
     "ports.csv",
     "pfc.csv",
     "circuit.csv",
+    "cpu.csv",
     "queues.csv",
     "requests.csv",
     "cwnd.csv",

@@ -144,6 +144,12 @@ pub struct Summary {
     /// The circuit network's figures, in a reconfigurable network.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub circuit: Option<super::circuit::CircuitSummary>,
+    /// Modelled host CPUs: utilization and the cycles' breakdown by operation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<super::cpu::CpuSummary>,
+    /// NIC offload counts (AccelTCP), when some NIC offloads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<crate::host::offload::OffloadCounts>,
 }
 
 /// Deadline outcomes.
@@ -265,5 +271,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
             .collect(),
         pcap: world.capture().map(|c| PcapCounts { packets: c.packets.len() as u64, not_kept: c.overflow }),
         circuit: super::circuit::summarize(world),
+        cpu: super::cpu::summarize(world),
+        offload: super::cpu::offload_counts(world),
     }
 }

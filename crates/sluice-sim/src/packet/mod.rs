@@ -168,6 +168,9 @@ pub struct Packet {
     pub hops_echo: Option<u8>,
     /// Negotiation bits, on SYN and SYN-ACK.
     pub caps: Caps,
+    /// A SYN cookie: set by a NIC answering a SYN statelessly (the SYN-ACK's initial sequence
+    /// number), echoed on the client's segments so the NIC can verify the handshake's ACK.
+    pub cookie: u32,
     /// The local port the packet entered the current switch on.
     pub ingress: u16,
     /// Number of valid entries in `sack`.

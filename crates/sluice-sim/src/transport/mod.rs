@@ -38,6 +38,24 @@ pub struct Io {
     pub closed: bool,
     /// The ACK carried a TCP-INT echo the sender decoded.
     pub echo: bool,
+    /// The client received the server's response (the payload of the server's FIN).
+    pub response: bool,
+    /// What the host stack did, for a host whose CPU is modelled.
+    pub work: Work,
+}
+
+/// The stack operations one packet or timer caused at a host, beyond receiving the packet and
+/// sending the replies (which the CPU model counts itself).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// A SYN made the server create a half-open connection and answer it.
+    pub setup: bool,
+    /// The handshake completed at the server: a full TCB and `accept()`.
+    pub accepted: bool,
+    /// The server's application read the request, answered it and closed.
+    pub answered: bool,
+    /// The server's connection closed for good: FIN handling and TCB destruction.
+    pub teardown: bool,
 }
 
 impl Io {
@@ -49,6 +67,8 @@ impl Io {
         self.completed = false;
         self.closed = false;
         self.echo = false;
+        self.response = false;
+        self.work = Work::default();
     }
 }
 

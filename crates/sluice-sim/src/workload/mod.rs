@@ -76,6 +76,8 @@ pub struct FlowSpec {
     pub class: usize,
     /// The application's QoS: a rate the NIC holds the flow to, and a completion deadline.
     pub qos: Qos,
+    /// A request/response transaction: the server answers with this many bytes on its FIN.
+    pub response: Option<u32>,
 }
 
 /// What an application asks of the network for a flow, besides its class.
@@ -195,7 +197,9 @@ pub struct WorkloadConfig {
     /// kind = "rpc": pause between a response and the next request (default 0).
     pub think_time: Option<Time>,
     /// kind = "rpc": "per_request" (a new connection for every request and response, the
-    /// default) or "persistent" (messages on one long-lived connection per client and server).
+    /// default), "persistent" (messages on one long-lived connection per client and server) or
+    /// "transaction" (one connection per request, answered on the server's FIN; needs
+    /// `[transport] handshake = true` and a response of at most one segment).
     pub connections: Option<String>,
     /// A tag class match rules can select on.
     pub tag: Option<String>,
@@ -225,6 +229,10 @@ pub struct WorkloadContext<'a> {
     pub class_names: &'a [String],
     /// The run's seed; each workload draws from its own stream of it.
     pub seed: u64,
+    /// The largest segment payload (what a transaction's response must fit in).
+    pub mss: u64,
+    /// Connections open with a handshake and close with FINs.
+    pub handshake: bool,
     /// Class selection for flows of workloads that name no class.
     pub rules: Arc<ClassRules>,
 }
@@ -433,7 +441,7 @@ impl WorkloadConfig {
                         Some(c) => class_of(Some(c), &at)?,
                         None => pick(src, dst),
                     };
-                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos });
+                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos, response: None });
                 }
                 Ok(Generated { flows: out, app: None })
             }
@@ -581,22 +589,41 @@ impl WorkloadConfig {
                         clients.len()
                     ));
                 }
-                let persistent = match self.connections.as_deref() {
-                    None | Some("per_request") => false,
-                    Some("persistent") => true,
+                let mode = match self.connections.as_deref() {
+                    None | Some("per_request") => rpc::Connections::PerRequest,
+                    Some("persistent") => rpc::Connections::Persistent,
+                    Some("transaction") => rpc::Connections::Transaction,
                     Some(other) => {
                         return Err(format!(
-                            "{key}.connections: expected \"per_request\" or \"persistent\", got \"{other}\""
+                            "{key}.connections: expected \"per_request\", \"persistent\" or \"transaction\", got \"{other}\""
                         ))
                     }
                 };
+                let response = sizes(self.response_size, &self.response_cdf, "response")?;
+                if mode == rpc::Connections::Transaction {
+                    if !ctx.handshake {
+                        return Err(format!(
+                            "{key}.connections: \"transaction\" answers on the server's FIN, so it needs transport.handshake = true"
+                        ));
+                    }
+                    let largest = match &response {
+                        SizeSource::Fixed(b) => *b,
+                        SizeSource::Cdf(c) => c.sample_with(1.0),
+                    };
+                    if largest > ctx.mss {
+                        return Err(format!(
+                            "{key}.response_size: a transaction's response rides on one segment, so at most {} bytes (the MSS); got {largest}",
+                            ctx.mss
+                        ));
+                    }
+                }
                 let cfg = rpc::RpcConfig {
                     clients,
                     servers,
                     outstanding,
                     request: sizes(self.request_size, &self.request_cdf, "request")?,
-                    response: sizes(self.response_size, &self.response_cdf, "response")?,
-                    persistent,
+                    response,
+                    connections: mode,
                     think_time: self.think_time.unwrap_or_default(),
                     start,
                     stop: start + duration_of(self.duration)?,

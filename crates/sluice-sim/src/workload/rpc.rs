@@ -1,7 +1,9 @@
 //! Closed-loop request/response clients: each client keeps a number of requests outstanding; a
 //! request is a flow to a server, the response a flow back once the server has the whole request,
 //! and the client waits a think time before issuing the next. Each request and response is a new
-//! connection, or a message on a persistent connection per client, server and direction.
+//! connection, or a message on a persistent connection per client, server and direction, or
+//! both travel on one connection per request (a transaction: the server answers on its FIN, as a
+//! key-value server closing after each reply does).
 
 use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos, SizeSource};
@@ -21,9 +23,8 @@ pub struct RpcConfig {
     pub request: SizeSource,
     /// Response sizes.
     pub response: SizeSource,
-    /// Requests and responses travel as messages on one persistent connection per client, server
-    /// and direction instead of a new connection each.
-    pub persistent: bool,
+    /// How requests and responses travel.
+    pub connections: Connections,
     /// Wait between a response arriving and the next request on that slot.
     pub think_time: Time,
     /// When clients start.
@@ -34,6 +35,17 @@ pub struct RpcConfig {
     pub class: Classify,
     /// QoS of every flow.
     pub qos: Qos,
+}
+
+/// How an RPC population's requests and responses travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connections {
+    /// A new connection for every request and every response.
+    PerRequest,
+    /// Messages on one long-lived connection per client, server and direction.
+    Persistent,
+    /// One connection per request; the server answers on its FIN.
+    Transaction,
 }
 
 /// Where one outstanding-request slot is.
@@ -71,7 +83,7 @@ impl RpcClients {
 
     /// Sends a request or response: a new connection, or a message on the persistent one.
     fn transfer(&self, spec: FlowSpec, tag: u32, io: &mut AppIo) {
-        if self.cfg.persistent {
+        if self.cfg.connections == Connections::Persistent {
             io.send.push((spec, tag));
         } else {
             io.open.push((spec, tag));
@@ -90,7 +102,14 @@ impl RpcClients {
         let server = *self.cfg.servers.iter().filter(|&&s| s != client).nth(pick).expect("pick < choices");
         let size = self.cfg.request.draw(&mut self.rng);
         let class = (self.cfg.class)(client, server);
-        let spec = FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos };
+        let mut spec = FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos, response: None };
+        if self.cfg.connections == Connections::Transaction {
+            // The answer comes back on the same connection: the next delivery is the response.
+            spec.response = Some(self.cfg.response.draw(&mut self.rng) as u32);
+            self.transfer(spec, slot as u32, io);
+            self.slots[slot] = Slot::Responding { since: now };
+            return;
+        }
         self.transfer(spec, slot as u32, io);
         self.slots[slot] = Slot::Requesting { server, since: now };
     }
@@ -115,7 +134,7 @@ impl App for RpcClients {
                 let size = self.cfg.response.draw(&mut self.rng);
                 let client = self.client(slot);
                 let class = (self.cfg.class)(server, client);
-                let spec = FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos };
+                let spec = FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos, response: None };
                 self.transfer(spec, tag, io);
                 self.slots[slot] = Slot::Responding { since };
             }

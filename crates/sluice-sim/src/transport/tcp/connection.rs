@@ -5,7 +5,13 @@
 //! the close in both directions, and its timers.
 //!
 //! Sequence numbers are byte offsets of the data from 0; the SYN takes none, each FIN takes one
-//! (the client's FIN is byte `size`, the server's byte 0 of its own direction).
+//! (the client's FIN is byte `size`; the server's follows its response, byte `response` of its own
+//! direction).
+//!
+//! A host's NIC may carry out parts of the server's side (AccelTCP, `host/offload.rs`): answer
+//! the SYN statelessly with a cookie ([`TcpConnection::syn_ack`], then
+//! [`TcpConnection::accept_verified`]), and own the close once the application answered
+//! ([`TcpConnection::hand_over_close`], [`TcpConnection::nic_closed`]).
 
 use super::{AckPlan, Receiver, Segment, Sender, TcpConfig};
 use crate::cc::negotiation::{negotiate, Negotiation, Offer, Support};
@@ -118,6 +124,12 @@ pub struct TcpConnection {
     pub time_wait_since: Option<Time>,
     /// The colour of control packets the connection builds itself (SYN-ACK, FINs, the last ACK).
     ctrl_colour: Colour,
+    /// Bytes the server's application answers with, on its FIN (a request/response transaction).
+    response: u32,
+    /// The client's copy of the SYN cookie its SYN-ACK carried, echoed on its segments.
+    cookie: u32,
+    /// The server's NIC carries out the close: the connection keeps no FIN timer of its own.
+    nic_close: bool,
 }
 
 impl TcpConnection {
@@ -151,6 +163,9 @@ impl TcpConnection {
             fin_rto: cfg.rto_init.max(cfg.rto_min),
             time_wait_since: None,
             ctrl_colour: if cfg.tlt { Colour::Control } else { Colour::Unimportant },
+            response: 0,
+            cookie: 0,
+            nic_close: false,
         };
         if c.handshake {
             c.proposal = Some(Box::new(proposal));
@@ -178,6 +193,63 @@ impl TcpConnection {
         if let Some(iv) = self.sender.cc.tick_interval() {
             cx.schedule(cx.now + iv, Event::Timer(self.route.flow, TimerKind::CcTick, 0));
         }
+    }
+
+    /// Makes the connection one request/response transaction: the server answers the request
+    /// with `bytes` on its FIN (at most one segment, checked by the scenario).
+    pub fn set_response(&mut self, bytes: u32) {
+        self.response = bytes;
+    }
+
+    /// The SYN-ACK answering `syn`, carrying `cookie`, without any state: what a NIC that
+    /// answers SYNs with cookies sends.
+    pub fn syn_ack(&self, syn: &Packet, cookie: u32) -> Packet {
+        let mut syn_ack = self.server_ctrl(flags::SYN | flags::ACK, 0, 0);
+        syn_ack.ts_echo = syn.ts;
+        syn_ack.cookie = cookie;
+        // The answer: what the path offered, and what this stack supports.
+        syn_ack.caps = Caps(syn.caps.0 & !(Caps::WANTS_INT | Caps::WANTS_HOP_RECORDS | Caps::WANTS_ECN));
+        if self.int.server {
+            syn_ack.caps.set(Caps::PEER_INT);
+        }
+        syn_ack
+    }
+
+    /// True while the server has no state for this connection (it has not seen the SYN, or its
+    /// NIC answered it).
+    pub fn server_listening(&self) -> bool {
+        self.server == State::Listen
+    }
+
+    /// The NIC verified the cookie on the handshake's ACK: the server's stack takes the
+    /// connection as if it had answered the SYN itself.
+    pub fn accept_verified(&mut self) {
+        if self.server == State::Listen {
+            self.server = State::SynReceived;
+        }
+    }
+
+    /// The server's NIC takes over the close the application just made (its FIN is sent, and
+    /// the NIC retransmits it): the connection drops its own FIN timer.
+    pub fn hand_over_close(&mut self) {
+        if self.server == State::LastAck {
+            self.nic_close = true;
+            self.fin_timer.cancel();
+        }
+    }
+
+    /// The server's NIC finished the close it took over (its FIN was acknowledged, or it gave
+    /// up): the server is closed.
+    pub fn nic_closed(&mut self, io: &mut Io) {
+        if self.server == State::LastAck {
+            self.server = State::Closed;
+            self.check_closed(io);
+        }
+    }
+
+    /// True when the client's segment `pkt` acknowledges the server's FIN.
+    pub fn acks_server_fin(&self, pkt: &Packet) -> bool {
+        pkt.has(flags::ACK) && pkt.ack > self.response as u64
     }
 
     /// When the pacer and rate limiter let the next segment out.
@@ -283,6 +355,7 @@ impl TcpConnection {
             int,
             hops,
             caps,
+            cookie: self.cookie,
             colour: seg.colour,
             ..Packet::default()
         }
@@ -319,25 +392,21 @@ impl TcpConnection {
         let now = cx.now;
         if pkt.is_syn() {
             if matches!(self.server, State::Listen | State::SynReceived) {
+                io.work.setup = self.server == State::Listen;
                 self.server = State::SynReceived;
-                let mut syn_ack = self.server_ctrl(flags::SYN | flags::ACK, 0, 0);
-                syn_ack.ts_echo = pkt.ts;
-                // The answer: what the path offered, and what this stack supports.
-                syn_ack.caps = Caps(pkt.caps.0 & !(Caps::WANTS_INT | Caps::WANTS_HOP_RECORDS | Caps::WANTS_ECN));
-                if self.int.server {
-                    syn_ack.caps.set(Caps::PEER_INT);
-                }
-                io.replies.push(syn_ack);
+                io.replies.push(self.syn_ack(pkt, 0));
             }
             return;
         }
         if self.server == State::SynReceived {
             self.server = State::Established;
+            io.work.accepted = true;
         }
         if self.server == State::LastAck {
-            if pkt.has(flags::ACK) && pkt.ack >= 1 {
+            if self.acks_server_fin(pkt) {
                 self.server = State::Closed;
                 self.fin_timer.cancel();
+                io.work.teardown = true;
                 self.check_closed(io);
             }
             return;
@@ -378,11 +447,15 @@ impl TcpConnection {
                 a.hops = self.receiver.hops_held.take();
                 a.hash = r.hash_rev;
                 if fin_in_order {
-                    // Every byte and the FIN are in: the application has read the stream and
-                    // closes at once, so the ACK of the FIN carries the server's own FIN.
+                    // Every byte and the FIN are in: the application has read the stream,
+                    // answers (a transaction's response) and closes, so the ACK of the FIN
+                    // carries the response and the server's own FIN.
                     a.ack += 1;
                     a.flags |= flags::FIN;
+                    a.payload = self.response;
+                    a.wire_bytes += self.response;
                     self.server = State::LastAck;
+                    io.work.answered = true;
                     self.arm_fin_timer(cx);
                 }
                 io.replies.push(a);
@@ -397,6 +470,14 @@ impl TcpConnection {
         }
     }
 
+    /// The server's FIN|ACK with its response, as first sent and as retransmitted.
+    pub fn server_fin(&self) -> Packet {
+        let mut fin_ack = self.server_ctrl(flags::FIN | flags::ACK, 0, self.receiver.rcv_nxt + 1);
+        fin_ack.payload = self.response;
+        fin_ack.wire_bytes += self.response;
+        fin_ack
+    }
+
     fn arm_fin_timer(&mut self, cx: &mut Cx) {
         let at = cx.now + Time(self.fin_rto.0.saturating_mul(1 << self.fin_tries.min(16)));
         if let Some((t, gen)) = self.fin_timer.arm(at) {
@@ -408,6 +489,7 @@ impl TcpConnection {
         let now = cx.now;
         if self.client == State::SynSent && pkt.has(flags::SYN) && pkt.has(flags::ACK) {
             self.decide(pkt.caps);
+            self.cookie = pkt.cookie;
             self.client = State::Established;
         }
         if self.sender.phase != super::Phase::Done || pkt.has(flags::SYN) {
@@ -465,7 +547,7 @@ impl TcpConnection {
                 dst: r.dst,
                 hash: r.hash_fwd,
                 seq: self.sender.nxt + 1,
-                ack: pkt.seq + 1,
+                ack: pkt.seq + pkt.payload as u64 + 1,
                 flags: flags::ACK,
                 ttl: INITIAL_TTL,
                 prio: r.prio,
@@ -476,6 +558,8 @@ impl TcpConnection {
                 ..Packet::default()
             };
             io.replies.push(ack);
+            // The response rides on the FIN; a retransmitted FIN brings it again.
+            io.response = matches!(self.client, State::FinWait1 | State::FinWait2);
             self.client = match self.client {
                 State::FinWait2 | State::TimeWait => State::TimeWait,
                 _ => State::Closing,
@@ -590,8 +674,7 @@ impl TcpConnection {
                         self.check_closed(io);
                         return;
                     }
-                    let fin_ack = self.server_ctrl(flags::FIN | flags::ACK, 0, self.receiver.rcv_nxt + 1);
-                    io.replies.push(fin_ack);
+                    io.replies.push(self.server_fin());
                     self.arm_fin_timer(cx);
                 }
             },
