@@ -622,16 +622,7 @@ impl World {
                 self.with_transport(f, now, |t, io, cx| t.open(io, cx));
             }
             Event::Timer(f, kind, gen) => self.on_timer(f, kind, gen, now),
-            Event::CpuDone(h, core) => {
-                let cpu = self.cpus[h as usize].as_deref_mut().expect("a CPU event for a host with a CPU");
-                let mut cx = cx!(self, now);
-                if let Some(mut job) = cpu.finish(core as usize, &mut cx) {
-                    if job.io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown) {
-                        self.offload_close(h, job.flow, &job.io, now);
-                    }
-                    self.apply(job.flow, h, &mut job.io, now);
-                }
-            }
+            Event::CpuDone(h, core) => self.cpu_done(h, core as usize, now),
             Event::NicTick(h) => self.nic_tick(h, now),
             Event::End => {
                 self.stopped = true;
@@ -774,6 +765,18 @@ impl World {
         }
     }
 
+    /// A core of host `h` finished its job: what the job's packet or timer made the host do
+    /// happens now, the application's close going to the NIC first if it offloads teardown.
+    fn cpu_done(&mut self, h: u32, core: usize, now: Time) {
+        let cpu = self.cpus[h as usize].as_deref_mut().expect("a CPU event for a host with a CPU");
+        let mut cx = cx!(self, now);
+        let Some(mut job) = cpu.finish(core, &mut cx) else { return };
+        if job.io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown) {
+            self.offload_close(h, job.flow, &job.io, now);
+        }
+        self.apply(job.flow, h, &mut job.io, now);
+    }
+
     /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
     /// work for its host's CPU, where one is modelled.
     fn on_timer(&mut self, f: u32, kind: TimerKind, gen: u32, now: Time) {
@@ -797,52 +800,24 @@ impl World {
         self.after_stack(dst, f, false, io, now);
     }
 
-    /// The NIC offload of server host `h` looks at `pkt` first: it answers a SYN with a cookie,
-    /// verifies the cookie of a handshake's ACK (dropping a wrong one), and takes the client's
-    /// ACK of a FIN it owns. True when the NIC consumed the packet (its outcome is in `io`).
+    /// Host `h`'s NIC offload looks at `pkt` for flow `f`'s server first; true if it consumed it.
     fn nic_takes(&mut self, h: u32, f: u32, pkt: &Packet, io: &mut Io, now: Time) -> bool {
         let off = self.offloads[h as usize].as_deref_mut().expect("checked by the caller");
         let Some(conn) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
-        if off.setup && conn.server_listening() {
-            if pkt.is_syn() {
-                let cookie = off.cookie(pkt, now);
-                io.replies.push(conn.syn_ack(pkt, cookie));
-                off.counts.syn_cookies += 1;
-                return true;
-            }
-            if !off.verify(pkt, now) {
-                let mut cx = cx!(self, now);
-                cx.release(pkt);
-                return true;
-            }
-            // A verified handshake: the host creates the connection as it takes the segment.
-            conn.accept_verified();
-            return false;
-        }
-        if off.owns(f) {
-            if conn.acks_server_fin(pkt) {
-                off.closed(f);
-                conn.nic_closed(io);
-            }
-            // The client's retransmitted data is answered by the NIC's own FIN timer.
+        let consumed = off.on_segment(conn, pkt, io, now);
+        if consumed {
             let mut cx = cx!(self, now);
             cx.release(pkt);
-            return true;
         }
-        false
+        consumed
     }
 
-    /// The server's application closed flow `f` with a FIN (the last reply in `io`), about to
-    /// go out: host `h`'s NIC takes the close over if its table has room (else the host keeps it).
+    /// Flow `f`'s server application closed (its FIN in `io`): host `h`'s NIC may take it over.
     fn offload_close(&mut self, h: u32, f: u32, io: &Io, now: Time) {
         let Some(off) = self.offloads[h as usize].as_deref_mut() else { return };
-        let Some(fin) = io.replies.iter().rev().find(|p| p.has(crate::packet::flags::FIN)).copied() else { return };
-        let Ok(tick) = off.take_close(f, fin, now) else { return };
-        if let Some(at) = tick {
+        let Some(conn) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
+        if let Some(at) = off.hand_over(conn, f, &io.replies, now) {
             self.q.push(at, Event::NicTick(h));
-        }
-        if let Some(c) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
-            c.hand_over_close();
         }
     }
 

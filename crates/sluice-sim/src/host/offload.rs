@@ -11,8 +11,10 @@
 //! - a finite connection table (the NIC's SRAM): when it is full the host closes the connection
 //!   itself, and the fallback is counted.
 
-use crate::packet::Packet;
+use crate::packet::{flags, Packet};
 use crate::time::Time;
+use crate::transport::tcp::TcpConnection;
+use crate::transport::Io;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -121,6 +123,44 @@ impl Offload {
         }
     }
 
+    /// Looks at a segment for the server side of `conn` before the host does: answers a SYN with
+    /// a cookie, verifies the cookie of the handshake's ACK (a verified one goes on to the host,
+    /// which creates the connection as it takes the segment), and takes the client's ACK of a FIN
+    /// the NIC owns. True when the NIC consumed the segment; its outcome is then in `io`.
+    pub fn on_segment(&mut self, conn: &mut TcpConnection, pkt: &Packet, io: &mut Io, now: Time) -> bool {
+        if self.setup && conn.server_listening() {
+            if pkt.is_syn() {
+                io.replies.push(conn.syn_ack(pkt, self.cookie(pkt, now)));
+                self.counts.syn_cookies += 1;
+                return true;
+            }
+            if !self.verify(pkt, now) {
+                return true;
+            }
+            conn.accept_verified();
+            return false;
+        }
+        if self.owns(pkt.flow) {
+            if conn.acks_server_fin(pkt) {
+                self.closed(pkt.flow);
+                conn.nic_closed(io);
+            }
+            // Anything else (the client's retransmitted data) is answered by the NIC's FIN timer.
+            return true;
+        }
+        false
+    }
+
+    /// The server's application closed `conn` (flow `flow`) with the FIN among `replies`, about
+    /// to go out: the NIC takes the close over if its table has room (else the host keeps it).
+    /// Returns the wheel tick to schedule, if one is needed.
+    pub fn hand_over(&mut self, conn: &mut TcpConnection, flow: u32, replies: &[Packet], now: Time) -> Option<Time> {
+        let fin = replies.iter().rev().find(|p| p.has(flags::FIN)).copied()?;
+        let tick = self.take_close(flow, fin, now).ok()?;
+        conn.hand_over_close();
+        tick
+    }
+
     /// The SYN cookie for the connection `syn` opens, at `now`: a keyed hash of the flow and its
     /// endpoints in the top 27 bits, the time epoch (mod 32) in the low 5.
     pub fn cookie(&self, syn: &Packet, now: Time) -> u32 {
@@ -169,7 +209,7 @@ impl Offload {
     }
 
     /// True if the NIC carries out `flow`'s close.
-    pub fn owns(&self, flow: u32) -> bool {
+    fn owns(&self, flow: u32) -> bool {
         self.table.contains_key(&flow)
     }
 
