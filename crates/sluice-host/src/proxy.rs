@@ -186,71 +186,76 @@ fn serve(mut client: TcpStream, backend: SocketAddr, mode: Mode, relay: Option<&
         None => None,
     };
     client.write_all(READY)?;
-    match (mode, base) {
-        (Mode::Sockmap, Some(base)) => wait_for_closes(&client, &server, base),
-        (Mode::Splice, _) => relay_loop(&client, &server, splice_some),
-        _ => relay_loop(&client, &server, copy_some),
+    match base {
+        Some(base) => wait_for_closes(&client, &server, base),
+        None => relay_loop(&client, &server, mode),
     }
 }
 
-/// What moves some bytes from one socket to the other: the count moved, 0 at end of stream.
-type Mover = fn(&TcpStream, &TcpStream, &mut Pipe) -> std::io::Result<usize>;
-
-/// A pipe (splice mode) or a buffer (copy mode) per direction.
-struct Pipe {
-    fds: [RawFd; 2],
-    buf: Vec<u8>,
+/// What carries one direction's bytes: a userspace buffer (copy mode) or a pipe (splice mode).
+enum Channel {
+    Buffer(Vec<u8>),
+    Pipe([RawFd; 2]),
 }
 
-impl Pipe {
-    fn new() -> std::io::Result<Pipe> {
+impl Channel {
+    fn new(mode: Mode) -> std::io::Result<Channel> {
+        if mode != Mode::Splice {
+            return Ok(Channel::Buffer(vec![0; 1 << 16]));
+        }
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Pipe { fds, buf: vec![0; 1 << 16] })
+        Ok(Channel::Pipe(fds))
     }
-}
 
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        // SAFETY: the pipe's descriptors are ours and closed once.
-        unsafe {
-            libc::close(self.fds[0]);
-            libc::close(self.fds[1]);
-        }
-    }
-}
-
-fn copy_some(from: &TcpStream, mut to: &TcpStream, p: &mut Pipe) -> std::io::Result<usize> {
-    let n = (&mut &*from).read(&mut p.buf)?;
-    to.write_all(&p.buf[..n])?;
-    Ok(n)
-}
-
-fn splice_some(from: &TcpStream, to: &TcpStream, p: &mut Pipe) -> std::io::Result<usize> {
-    let flags = libc::SPLICE_F_MOVE;
-    // SAFETY: plain descriptors and null offsets (sockets and pipes have none).
-    let n = unsafe { libc::splice(from.as_raw_fd(), std::ptr::null_mut(), p.fds[1], std::ptr::null_mut(), 1 << 16, flags) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut left = n as usize;
-    while left > 0 {
-        // SAFETY: as above.
-        let m = unsafe { libc::splice(p.fds[0], std::ptr::null_mut(), to.as_raw_fd(), std::ptr::null_mut(), left, flags) };
-        if m < 0 {
+    /// Moves what `from` has to `to`: the count moved, 0 at the end of `from`'s stream.
+    fn move_some(&mut self, from: &TcpStream, mut to: &TcpStream) -> std::io::Result<usize> {
+        let fds = match self {
+            Channel::Buffer(buf) => {
+                let n = (&mut &*from).read(buf)?;
+                to.write_all(&buf[..n])?;
+                return Ok(n);
+            }
+            Channel::Pipe(fds) => *fds,
+        };
+        let flags = libc::SPLICE_F_MOVE;
+        // SAFETY: plain descriptors and null offsets (sockets and pipes have none).
+        let n = unsafe { libc::splice(from.as_raw_fd(), std::ptr::null_mut(), fds[1], std::ptr::null_mut(), 1 << 16, flags) };
+        if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        left -= m as usize;
+        let mut left = n as usize;
+        while left > 0 {
+            // SAFETY: as above.
+            let m = unsafe { libc::splice(fds[0], std::ptr::null_mut(), to.as_raw_fd(), std::ptr::null_mut(), left, flags) };
+            if m < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            left -= m as usize;
+        }
+        Ok(n as usize)
     }
-    Ok(n as usize)
 }
 
-/// Relays both directions with `mv` until each side has closed its half, passing each close on.
-fn relay_loop(a: &TcpStream, b: &TcpStream, mv: Mover) -> Result<()> {
-    let mut pipes = [Pipe::new()?, Pipe::new()?];
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if let Channel::Pipe(fds) = self {
+            // SAFETY: the pipe's descriptors are ours and closed once.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+        }
+    }
+}
+
+/// Relays both directions through a channel of `mode` until each side has closed its half,
+/// passing each close on.
+fn relay_loop(a: &TcpStream, b: &TcpStream, mode: Mode) -> Result<()> {
+    let mut channels = [Channel::new(mode)?, Channel::new(mode)?];
     let mut open = [true, true];
     while open[0] || open[1] {
         let mut fds = [poll_fd(a, open[0]), poll_fd(b, open[1])];
@@ -259,7 +264,7 @@ fn relay_loop(a: &TcpStream, b: &TcpStream, mv: Mover) -> Result<()> {
             return Err(std::io::Error::last_os_error().into());
         }
         for (i, (from, to)) in [(a, b), (b, a)].into_iter().enumerate() {
-            if open[i] && fds[i].revents != 0 && mv(from, to, &mut pipes[i])? == 0 {
+            if open[i] && fds[i].revents != 0 && channels[i].move_some(from, to)? == 0 {
                 open[i] = false;
                 let _ = to.shutdown(Shutdown::Write);
             }
@@ -358,9 +363,9 @@ pub fn connect_through(proxy: SocketAddr) -> Result<TcpStream> {
 pub fn machine_cpu_seconds() -> Result<f64> {
     let stat = std::fs::read_to_string("/proc/stat")?;
     let line = stat.lines().next().context("/proc/stat is empty")?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
-    let busy: u64 = v.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, x)| *x).take(8).sum();
+    // user nice system idle iowait irq softirq steal (guest time, after these, is within user).
+    let v: Vec<u64> = line.split_whitespace().skip(1).take(8).filter_map(|x| x.parse().ok()).collect();
+    let busy: u64 = v.iter().enumerate().filter(|&(i, _)| i != 3 && i != 4).map(|(_, x)| x).sum();
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Ok(busy as f64 / hz)

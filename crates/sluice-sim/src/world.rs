@@ -215,9 +215,10 @@ pub struct World {
     hops: HopSlab,
     /// The circuit schedule of a reconfigurable network.
     circuit: Option<CircuitParts>,
-    /// Each host's CPU, where it is modelled.
+    /// Each host's CPU, where it is modelled; empty when no host's is, so the packet path
+    /// checks a length only.
     cpus: Vec<Option<Box<Cpu>>>,
-    /// Each host's NIC offload, where it has one.
+    /// Each host's NIC offload, where it has one; empty when no host has one.
     offloads: Vec<Option<Box<Offload>>>,
 }
 
@@ -377,13 +378,13 @@ impl World {
             cpus: Vec::new(),
             offloads: Vec::new(),
         };
-        let hosts = world.nics.len();
-        world.cpus = (0..hosts as u32)
-            .map(|h| p.cpu.as_ref().filter(|c| c.hosts.contains(&(h as usize))).map(|c| Box::new(Cpu::new(h, c))))
-            .collect();
-        world.offloads = (0..hosts as u32)
-            .map(|h| p.offload.as_ref().filter(|o| o.hosts.contains(&(h as usize))).map(|o| Box::new(Offload::new(h, o, p.seed))))
-            .collect();
+        let hosts = world.nics.len() as u32;
+        if let Some(c) = p.cpu.as_ref().filter(|c| !c.hosts.is_empty()) {
+            world.cpus = (0..hosts).map(|h| c.hosts.contains(&(h as usize)).then(|| Box::new(Cpu::new(h, c)))).collect();
+        }
+        if let Some(o) = p.offload.as_ref().filter(|o| !o.hosts.is_empty()) {
+            world.offloads = (0..hosts).map(|h| o.hosts.contains(&(h as usize)).then(|| Box::new(Offload::new(h, o, p.seed)))).collect();
+        }
         for spec in &p.flows {
             world.add_flow(spec);
         }
@@ -676,19 +677,24 @@ impl World {
 
     /// Lets flow `f`'s transport act (`act`), then carries out what it reported.
     fn with_transport(&mut self, f: u32, now: Time, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) {
-        let flow = &mut self.flows[f as usize];
-        let Some(t) = flow.transport.as_mut() else { return };
-        let mut io = std::mem::take(&mut self.io);
-        io.reset();
-        let mut cx = cx!(self, now);
-        act(t, &mut io, &mut cx);
+        let Some(mut io) = self.act_on_transport(f, now, act) else { return };
         // A timer's replies come from the server's host (the delayed ACK, the FIN).
         let dst = self.flows[f as usize].dst;
         self.apply(f, dst, &mut io, now);
         self.io = io;
     }
 
-    /// A packet reaches host `h`: its connection takes it, and the world carries out the rest.
+    /// Lets flow `f`'s transport act and returns what it reported (the world's reused record),
+    /// or nothing if the connection is gone.
+    fn act_on_transport(&mut self, f: u32, now: Time, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Io> {
+        let t = self.flows[f as usize].transport.as_mut()?;
+        let mut io = std::mem::take(&mut self.io);
+        io.reset();
+        let mut cx = cx!(self, now);
+        act(t, &mut io, &mut cx);
+        Some(io)
+    }
+
     /// A PFC frame arrived on global port `at`: that port (facing back to the sender) pauses or
     /// resumes the priority, and sends what waited when it resumes.
     fn on_pfc_frame(&mut self, at: u32, frame: &Packet, now: Time) {
@@ -718,6 +724,8 @@ impl World {
         }
     }
 
+    /// A packet reaches host `h`: its NIC's offload or its connection takes it, and the world
+    /// carries out the rest (once the host's CPU has done the work, where it is modelled).
     fn host_receive(&mut self, h: u32, pkt: Packet, now: Time) {
         self.counters.packets_delivered += 1;
         let f = pkt.flow;
@@ -731,7 +739,7 @@ impl World {
         }
         let mut io = std::mem::take(&mut self.io);
         io.reset();
-        if side == Side::Server && self.offloads[h as usize].is_some() && self.nic_takes(h, f, &pkt, &mut io, now) {
+        if side == Side::Server && self.nic_takes(h, f, &pkt, &mut io, now) {
             self.apply(f, h, &mut io, now);
             self.io = io;
             return;
@@ -748,16 +756,14 @@ impl World {
     /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
     /// or not the NIC's table has room).
     fn after_stack(&mut self, h: u32, f: u32, rx: bool, mut io: Io, now: Time) {
-        let hand_over = io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown);
-        match self.cpus[h as usize].as_deref_mut() {
+        match self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) {
             None => {
-                if hand_over {
-                    self.offload_close(h, f, &io, now);
-                }
+                self.offload_close(h, f, &io, now);
                 self.apply(f, h, &mut io, now);
                 self.io = io;
             }
             Some(cpu) => {
+                let hand_over = io.work.answered && self.offloads.get(h as usize).and_then(Option::as_ref).is_some_and(|o| o.teardown);
                 let cycles = cpu.costs.of(rx, &io, hand_over);
                 let mut cx = cx!(self, now);
                 cpu.submit(f, io, cycles, &mut cx);
@@ -767,13 +773,12 @@ impl World {
 
     /// A core of host `h` finished its job: what the job's packet or timer made the host do
     /// happens now, the application's close going to the NIC first if it offloads teardown.
+    #[cold]
     fn cpu_done(&mut self, h: u32, core: usize, now: Time) {
-        let cpu = self.cpus[h as usize].as_deref_mut().expect("a CPU event for a host with a CPU");
+        let cpu = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
         let mut cx = cx!(self, now);
         let Some(mut job) = cpu.finish(core, &mut cx) else { return };
-        if job.io.work.answered && self.offloads[h as usize].as_ref().is_some_and(|o| o.teardown) {
-            self.offload_close(h, job.flow, &job.io, now);
-        }
+        self.offload_close(h, job.flow, &job.io, now);
         self.apply(job.flow, h, &mut job.io, now);
     }
 
@@ -782,16 +787,11 @@ impl World {
     fn on_timer(&mut self, f: u32, kind: TimerKind, gen: u32, now: Time) {
         let dst = self.flows[f as usize].dst;
         let server_timer = matches!(kind, TimerKind::DelayedAck | TimerKind::PeerRto);
-        if !(server_timer && self.cpus[dst as usize].is_some()) {
+        if !(server_timer && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
             self.with_transport(f, now, |t, io, cx| t.on_timer(kind, gen, io, cx));
             return;
         }
-        let flow = &mut self.flows[f as usize];
-        let Some(t) = flow.transport.as_mut() else { return };
-        let mut io = std::mem::take(&mut self.io);
-        io.reset();
-        let mut cx = cx!(self, now);
-        t.on_timer(kind, gen, &mut io, &mut cx);
+        let Some(io) = self.act_on_transport(f, now, |t, io, cx| t.on_timer(kind, gen, io, cx)) else { return };
         if io.replies.is_empty() && !io.closed {
             // A stale or rescheduled timer: no work.
             self.io = io;
@@ -800,9 +800,10 @@ impl World {
         self.after_stack(dst, f, false, io, now);
     }
 
-    /// Host `h`'s NIC offload looks at `pkt` for flow `f`'s server first; true if it consumed it.
+    /// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true
+    /// if it consumed it.
     fn nic_takes(&mut self, h: u32, f: u32, pkt: &Packet, io: &mut Io, now: Time) -> bool {
-        let off = self.offloads[h as usize].as_deref_mut().expect("checked by the caller");
+        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
         let Some(conn) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
         let consumed = off.on_segment(conn, pkt, io, now);
         if consumed {
@@ -812,9 +813,13 @@ impl World {
         consumed
     }
 
-    /// Flow `f`'s server application closed (its FIN in `io`): host `h`'s NIC may take it over.
+    /// If flow `f`'s server application closed (its FIN in `io`), host `h`'s NIC may take the
+    /// close over.
     fn offload_close(&mut self, h: u32, f: u32, io: &Io, now: Time) {
-        let Some(off) = self.offloads[h as usize].as_deref_mut() else { return };
+        if !io.work.answered {
+            return;
+        }
+        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
         let Some(conn) = self.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
         if let Some(at) = off.hand_over(conn, f, &io.replies, now) {
             self.q.push(at, Event::NicTick(h));
@@ -823,8 +828,9 @@ impl World {
 
     /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; closes the
     /// NIC gave up on end.
+    #[cold]
     fn nic_tick(&mut self, h: u32, now: Time) {
-        let off = self.offloads[h as usize].as_deref_mut().expect("a NIC tick for a host with an offload");
+        let off = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a NIC tick for a host with an offload");
         if off.tick_at != Some(now) {
             return; // superseded by an earlier tick
         }

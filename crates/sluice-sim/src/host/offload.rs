@@ -152,9 +152,12 @@ impl Offload {
     }
 
     /// The server's application closed `conn` (flow `flow`) with the FIN among `replies`, about
-    /// to go out: the NIC takes the close over if its table has room (else the host keeps it).
-    /// Returns the wheel tick to schedule, if one is needed.
+    /// to go out: a NIC that offloads teardown takes the close over if its table has room (else
+    /// the host keeps it). Returns the wheel tick to schedule, if one is needed.
     pub fn hand_over(&mut self, conn: &mut TcpConnection, flow: u32, replies: &[Packet], now: Time) -> Option<Time> {
+        if !self.teardown {
+            return None;
+        }
         let fin = replies.iter().rev().find(|p| p.has(flags::FIN)).copied()?;
         let tick = self.take_close(flow, fin, now).ok()?;
         conn.hand_over_close();

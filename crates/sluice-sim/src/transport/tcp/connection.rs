@@ -128,8 +128,6 @@ pub struct TcpConnection {
     response: u32,
     /// The client's copy of the SYN cookie its SYN-ACK carried, echoed on its segments.
     cookie: u32,
-    /// The server's NIC carries out the close: the connection keeps no FIN timer of its own.
-    nic_close: bool,
 }
 
 impl TcpConnection {
@@ -165,7 +163,6 @@ impl TcpConnection {
             ctrl_colour: if cfg.tlt { Colour::Control } else { Colour::Unimportant },
             response: 0,
             cookie: 0,
-            nic_close: false,
         };
         if c.handshake {
             c.proposal = Some(Box::new(proposal));
@@ -233,7 +230,6 @@ impl TcpConnection {
     /// the NIC retransmits it): the connection drops its own FIN timer.
     pub fn hand_over_close(&mut self) {
         if self.server == State::LastAck {
-            self.nic_close = true;
             self.fin_timer.cancel();
         }
     }
