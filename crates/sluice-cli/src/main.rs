@@ -293,6 +293,7 @@ fn list() {
         ("permutation", "each host sends size to a distinct other host"),
         ("all_to_all", "every ordered host pair exchanges size"),
         ("rpc", "closed-loop request/response clients (clients, servers, outstanding, sizes or cdfs, think_time)"),
+        ("proxy", "closed-loop clients of an L7 proxy relaying to backends (clients, proxy, backends, outstanding, header_size, body_size)"),
     ] {
         println!("  {kind:<12} {what}");
     }

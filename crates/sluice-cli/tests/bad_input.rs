@@ -448,3 +448,17 @@ fn cpu_and_offload_settings_are_refused_at_their_keys() {
     refused(&format!("{hs}{rpc} = \"3KB\"\n"), &[], &["response_size: a transaction's response rides on one segment, so at most 1448 bytes (the MSS); got 3000"]);
     refused(&format!("{hs}{rpc} = 40\n").replace("transaction", "pipelined"), &[], &["\"per_request\", \"persistent\" or \"transaction\", got \"pipelined\""]);
 }
+
+#[test]
+fn proxy_workloads_are_refused_at_their_keys() {
+    let hs = "[transport]\nhandshake = true\n";
+    let proxy = "[[workloads]]\nkind = \"proxy\"\nclients = [1, 2]\nproxy = 0\nbackends = [3]\nduration = \"1ms\"\n";
+    refused(&format!("{proxy}header_size = 100\n"), &[], &["workloads[0].kind: a proxy splices and closes established connections, so it needs transport.handshake = true"]);
+    refused(&format!("{hs}{proxy}"), &[], &["workloads[0].header_size: required for kind = \"proxy\""]);
+    refused(&format!("{hs}{proxy}header_size = 0\n"), &[], &["workloads[0].header_size: expected a positive size"]);
+    refused(&format!("{hs}{proxy}header_size = 100\n").replace("[1, 2]", "[0, 1]"), &[], &["workloads[0].clients[0]: host 0 is the proxy"]);
+    refused(&format!("{hs}{proxy}header_size = 100\n").replace("[3]", "[0]"), &[], &["workloads[0].backends[0]: host 0 is the proxy"]);
+    refused(&format!("{hs}{proxy}header_size = 100\n").replace("proxy = 0", "proxy = 7"), &[], &["workloads[0].proxy: host 7 does not exist"]);
+    refused(&format!("{hs}{proxy}header_size = 100\nservers = [3]\n"), &[], &["workloads[0].servers: not used by kind = \"proxy\""]);
+    refused(&format!("{hs}{proxy}header_size = 100\nbody_size = \"1MB\"\n[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n"), &[], &["a proxy relays TCP connections, but class \"r\" runs on RDMA"]);
+}

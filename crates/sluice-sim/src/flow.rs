@@ -7,6 +7,7 @@ use crate::cc::negotiation::Negotiation;
 use crate::time::Time;
 use crate::transport::tcp::{Sender, TcpConnection, TimeoutRecord, TltCounts};
 use crate::transport::Transport;
+use crate::workload::proxy::{RelayEnd, Splicing};
 use std::collections::VecDeque;
 
 /// One flow.
@@ -50,6 +51,8 @@ pub struct Flow {
     pub response: Option<u32>,
     /// When the client received the server's response (a transaction).
     pub answered: Option<Time>,
+    /// A proxied request: the proxy's state for this connection.
+    pub relay: Option<Box<RelayEnd>>,
     app_received: u64,
     delivery_fault: Option<String>,
     kept: Kept,
@@ -91,6 +94,7 @@ impl Flow {
             in_active: false,
             response: None,
             answered: None,
+            relay: None,
             app_received: 0,
             delivery_fault: None,
             kept: Kept::default(),
@@ -176,6 +180,15 @@ impl Flow {
             ));
         }
         self.app_received = self.app_received.max(start + len);
+    }
+
+    /// The backend connection a proxy's NIC spliced this client connection to, if it did:
+    /// the bytes past the splice point reach the backend without the proxy's application.
+    pub fn spliced_to(&self) -> Option<u32> {
+        match self.relay.as_deref() {
+            Some(&RelayEnd::Front { back, splicing: Splicing::Spliced, .. }) => back,
+            _ => None,
+        }
     }
 
     /// The first delivery fault, if any.

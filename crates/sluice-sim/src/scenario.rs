@@ -1042,6 +1042,13 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     let mut apps = Vec::new();
     for (i, w) in sc.workloads.iter().enumerate() {
         let key = format!("workloads[{i}]");
+        if w.kind == "proxy" {
+            if let Some((name, _)) = sc.classes.iter().find(|(_, c)| c.transport == ClassTransport::Rdma) {
+                return Err(format!(
+                    "{key}.kind: a proxy relays TCP connections, but class \"{name}\" runs on RDMA; use TCP classes with a proxy"
+                ));
+            }
+        }
         let generated = w.generate(&key, i, &ctx)?;
         sizes_fit_in_time(&generated.flows, &host_rates, &sc.transport, &key, w)?;
         if (flows.len() + generated.flows.len()) as u64 > limits.flows {
@@ -1222,7 +1229,7 @@ fn offload_config(sc: &Scenario, hosts: usize) -> Result<Option<OffloadConfig>, 
     if sc.classes.values().any(|c| c.transport == ClassTransport::Rdma) {
         return Err("offload: AccelTCP's offloads act on TCP connections; RDMA classes are not supported with it".into());
     }
-    if o.teardown && (o.table_entries == 0 || o.table_entries > 1 << 24) {
+    if (o.teardown || o.splice) && (o.table_entries == 0 || o.table_entries > 1 << 24) {
         return Err(format!("offload.table_entries: expected 1 to 16777216 connections, got {}", o.table_entries));
     }
     if o.rto == Time::ZERO || o.rto > Time::from_ms(60_000) {

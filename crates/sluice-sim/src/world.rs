@@ -26,9 +26,10 @@ use crate::packet::tcp_int::IntEncoding;
 use crate::packet::Packet;
 use crate::time::{Rate, Time};
 use crate::transport::rdma::{QueuePair, RdmaConfig};
-use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpConfig, TcpConnection};
+use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, State, TcpConfig, TcpConnection};
 use crate::transport::{Io, Side, Transport};
 use crate::workload::app::{App, AppIo, Request};
+use crate::workload::proxy::{RelayEnd, Splicing};
 use crate::workload::FlowSpec;
 use std::collections::HashMap;
 
@@ -138,6 +139,10 @@ pub struct Parts {
     /// Hosts whose NIC offloads connection setup and teardown.
     pub offload: Option<OffloadConfig>,
 }
+
+/// Bytes of the interim response a proxy sends when it is ready for a request's body
+/// (`HTTP/1.1 100 Continue` and its blank line).
+const CONTINUE_BYTES: u32 = 25;
 
 /// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
 pub type PfcSettings = Box<dyn Fn(&[Port]) -> PfcConfig>;
@@ -728,6 +733,39 @@ impl World {
     /// carries out the rest (once the host's CPU has done the work, where it is modelled).
     fn host_receive(&mut self, h: u32, pkt: Packet, now: Time) {
         self.counters.packets_delivered += 1;
+        if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
+            if off.splicer.has(pkt.flow) {
+                self.splice_receive(h, pkt, now);
+                return;
+            }
+        }
+        self.host_stack(h, pkt, now);
+    }
+
+    /// A segment of a spliced connection reaches host `h`: its NIC relays it, and hands the host
+    /// the share that is the host's own.
+    #[cold]
+    fn splice_receive(&mut self, h: u32, pkt: Packet, now: Time) {
+        let capture = self.capture.is_some();
+        let off = self.offloads[h as usize].as_deref_mut().expect("checked by the caller");
+        let Some(r) = off.relay(&pkt, capture) else {
+            self.host_stack(h, pkt, now);
+            return;
+        };
+        if let Some(out) = r.out {
+            self.nics[h as usize].ctrl.push_back(out);
+        }
+        if let Some((front, back)) = r.closed {
+            self.spliced_closed(h, front, back, now);
+        }
+        match r.to_host {
+            Some(own) => self.host_stack(h, own, now),
+            None => self.nic_send(h, now),
+        }
+    }
+
+    /// The stack of host `h` (its NIC's offload first) takes a packet.
+    fn host_stack(&mut self, h: u32, pkt: Packet, now: Time) {
         let f = pkt.flow;
         let flow = &mut self.flows[f as usize];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
@@ -764,7 +802,16 @@ impl World {
             }
             Some(cpu) => {
                 let hand_over = io.work.answered && self.offloads.get(h as usize).and_then(Option::as_ref).is_some_and(|o| o.teardown);
-                let cycles = cpu.costs.of(rx, &io, hand_over);
+                let mut cycles = cpu.costs.of(rx, &io, hand_over);
+                if let Some(&RelayEnd::Front { relay, .. }) = self.flows[f as usize].relay.as_deref() {
+                    // A proxy's request work is parsing the header, not answering on the close;
+                    // what it reads it writes on to the backend.
+                    cycles.0[crate::host::cpu::Op::App as usize] = 0;
+                    if let Some((start, n)) = io.delivered {
+                        let connects = start < relay.header && start + n >= relay.header;
+                        cycles.merge(&cpu.costs.relay(n, n.div_ceil(self.tcp.mss()), connects));
+                    }
+                }
                 let mut cx = cx!(self, now);
                 cpu.submit(f, io, cycles, &mut cx);
             }
@@ -869,6 +916,9 @@ impl World {
             self.flows[f as usize].app_receive(start, len);
             self.deliver_to_app(f, now);
         }
+        if self.flows[f as usize].relay.is_some() {
+            self.relay_step(f, h, now);
+        }
         if io.response {
             self.response_to_app(f, now);
         }
@@ -884,6 +934,13 @@ impl World {
         if io.closed {
             flow.release();
         }
+        if io.interim {
+            // The server is ready for the rest: the client's application writes it.
+            if let Some(c) = flow.tcp_mut() {
+                c.sender.set_written(u64::MAX);
+                io.activate = true;
+            }
+        }
         if io.activate && flow.transport.is_some() {
             let src = flow.src;
             self.nics[src as usize].activate(flow);
@@ -892,6 +949,119 @@ impl World {
             }
         }
         self.nic_send(h, now);
+    }
+
+    /// The proxy on host `h` acts on a change to one of a request's connections (`f`, the
+    /// client's or the backend's): once it has the header it connects to the backend the header
+    /// names, writes on what it has read, and asks its NIC to splice once both connections allow.
+    fn relay_step(&mut self, f: u32, h: u32, now: Time) {
+        let front = match self.flows[f as usize].relay.as_deref() {
+            Some(&RelayEnd::Front { .. }) if self.flows[f as usize].dst == h => f,
+            Some(&RelayEnd::Back { front }) if self.flows[f as usize].src == h => front,
+            _ => return,
+        };
+        let flow = &self.flows[front as usize];
+        let got = flow.bytes_delivered();
+        let Some(&RelayEnd::Front { relay, app, back, splicing }) = flow.relay.as_deref() else { return };
+        match back {
+            Some(b) => {
+                let back = &mut self.flows[b as usize];
+                if let Some(c) = back.tcp_mut() {
+                    c.sender.set_written(got);
+                    self.nics[h as usize].activate(back);
+                }
+            }
+            None if got >= relay.header => {
+                let spec = FlowSpec {
+                    src: h as usize,
+                    dst: relay.backend,
+                    size: flow.size,
+                    start: now,
+                    class: flow.class as usize,
+                    ..FlowSpec::default()
+                };
+                let b = self.add_flow(&spec);
+                let back = &mut self.flows[b as usize];
+                back.app = Some(app);
+                back.relay = Some(Box::new(RelayEnd::Back { front }));
+                if let Some(c) = back.tcp_mut() {
+                    c.sender.set_written(got);
+                }
+                if let Some(RelayEnd::Front { back, .. }) = self.flows[front as usize].relay.as_deref_mut() {
+                    *back = Some(b);
+                }
+                self.with_transport(b, now, |t, io, cx| t.open(io, cx));
+            }
+            None => {}
+        }
+        if splicing == Splicing::Waiting {
+            self.relay_ready(h, front, now);
+        }
+    }
+
+    /// Once the backend connection of the client connection `front` is established, the proxy on
+    /// host `h` asks its NIC to splice the two (if the NIC splices, the table has room, and
+    /// nothing of the request waits beyond a gap, which the NIC could no longer hand the host),
+    /// else relays on the host, and tells the client to send the body (`100 Continue`).
+    fn relay_ready(&mut self, h: u32, front: u32, now: Time) {
+        let Some(&RelayEnd::Front { back: Some(b), .. }) = self.flows[front as usize].relay.as_deref() else { return };
+        let (Some(fa), Some(fb)) = (self.flows[front as usize].tcp(), self.flows[b as usize].tcp()) else { return };
+        if fb.client != State::Established || fa.server != State::Established {
+            return;
+        }
+        let size = self.flows[front as usize].size.unwrap_or(u64::MAX);
+        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(fa, fb, size));
+        let splicing = if spliced { Splicing::Spliced } else { Splicing::OnHost };
+        let go = (fa.receiver.rcv_nxt < size).then(|| fa.interim_response(CONTINUE_BYTES));
+        if let Some(RelayEnd::Front { splicing: s, .. }) = self.flows[front as usize].relay.as_deref_mut() {
+            *s = splicing;
+        }
+        let mut cycles = crate::host::cpu::Cycles::default();
+        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+            if splicing == Splicing::Spliced {
+                cycles.add(crate::host::cpu::Op::Handover, cpu.costs.handover);
+            }
+            if go.is_some() {
+                cycles.add(crate::host::cpu::Op::Tx, cpu.costs.tx_packet);
+            }
+        }
+        self.host_job(h, front, cycles, now);
+        if let Some(p) = go {
+            self.nics[h as usize].ctrl.push_back(p);
+        }
+    }
+
+    /// Host `h`'s NIC saw the close of a spliced pair go through end to end and tells the host:
+    /// the proxy's ends of both connections are closed.
+    #[cold]
+    fn spliced_closed(&mut self, h: u32, front: u32, back: u32, now: Time) {
+        for (f, side) in [(front, Side::Server), (back, Side::Client)] {
+            let Some(mut io) = self.act_on_transport(f, now, |t, io, _| {
+                if let Some(c) = t.tcp_mut() {
+                    c.spliced_closed(side, io);
+                }
+            }) else {
+                continue;
+            };
+            self.apply(f, h, &mut io, now);
+            self.io = io;
+        }
+        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+            let mut cycles = crate::host::cpu::Cycles::default();
+            cycles.add(crate::host::cpu::Op::Handover, cpu.costs.handover);
+            self.host_job(h, front, cycles, now);
+        }
+    }
+
+    /// Queues work of `cycles` for flow `f` on host `h`'s CPU, where it is modelled, with no
+    /// outcome of its own: it only keeps the core busy.
+    fn host_job(&mut self, h: u32, f: u32, cycles: crate::host::cpu::Cycles, now: Time) {
+        let Some(cpu) = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
+        if cycles.total() == 0 {
+            return;
+        }
+        let mut cx = cx!(self, now);
+        cpu.submit(f, Io::default(), cycles, &mut cx);
     }
 
     /// Lets host `h`'s NIC put its next packet on the wire.
@@ -958,7 +1128,21 @@ impl World {
     fn apply_app_io(&mut self, a: u32, mut io: AppIo, now: Time) {
         for (spec, tag) in io.open.drain(..) {
             let f = self.add_flow(&spec);
-            self.flows[f as usize].app = Some((a, tag));
+            let flow = &mut self.flows[f as usize];
+            match spec.relay {
+                // The proxy hears of the request; the client hears when the backend has it.
+                Some(relay) => {
+                    flow.relay =
+                        Some(Box::new(RelayEnd::Front { relay, app: (a, tag), back: None, splicing: Splicing::Waiting }));
+                    if flow.size.is_some_and(|s| s > relay.header) {
+                        // The client sends the header and waits for the proxy's `100 Continue`.
+                        if let Some(c) = flow.tcp_mut() {
+                            c.sender.set_written(relay.header);
+                        }
+                    }
+                }
+                None => flow.app = Some((a, tag)),
+            }
             self.q.push(spec.start.max(now), Event::FlowStart(f));
         }
         for (spec, tag) in io.send.drain(..) {
@@ -1188,12 +1372,16 @@ impl World {
                 held_by_packets + held_by_receivers
             ));
         }
+        // Bytes a host's CPU is still handing over count as delivered.
+        let got_by = |f: &Flow| f.bytes_delivered() + in_cpu.get(&f.id).copied().unwrap_or(0);
         for f in &self.flows {
             if let Some(fault) = f.delivery_fault() {
                 return Err(fault.to_string());
             }
-            // Bytes a host's CPU is still handing over count as delivered.
-            let got = f.bytes_delivered() + in_cpu.get(&f.id).copied().unwrap_or(0);
+            let got = got_by(f);
+            // A spliced client connection's bytes end at the proxy's application below the splice
+            // point and at the backend's above it.
+            let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&self.flows[b as usize])));
             let ends = match f.transport.as_ref() {
                 Some(Transport::Tcp(c)) => Some((c.receiver.rcv_nxt, c.sender.una)),
                 Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),
@@ -1203,16 +1391,16 @@ impl World {
                 if got != in_order {
                     return Err(format!("flow {}: the application got {got} bytes but the receiver holds {in_order} in order", f.id));
                 }
-                if acked > got {
-                    return Err(format!("flow {}: sender saw {acked} acknowledged but the application got {got}", f.id));
+                if acked > end_to_end {
+                    return Err(format!("flow {}: sender saw {acked} acknowledged but the application got {end_to_end}", f.id));
                 }
             }
             if let Some(size) = f.size {
                 if got > size {
                     return Err(format!("flow {}: delivered {got} of {size} bytes", f.id));
                 }
-                if f.finish.is_some() && got != size {
-                    return Err(format!("flow {}: finished with {got} of {size} bytes delivered", f.id));
+                if f.finish.is_some() && end_to_end != size {
+                    return Err(format!("flow {}: finished with {end_to_end} of {size} bytes delivered", f.id));
                 }
             }
         }

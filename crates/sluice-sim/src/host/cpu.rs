@@ -165,6 +165,31 @@ impl CpuCosts {
     }
 }
 
+impl CpuCosts {
+    /// The extra cycles of a proxy relaying `bytes` it just read on to the backend in `segments`
+    /// segments; `connects` when those bytes completed the header, so the proxy also parses it
+    /// (the application's request work) and connects to the backend.
+    pub fn relay(&self, bytes: u64, segments: u64, connects: bool) -> Cycles {
+        let mut c = Cycles::default();
+        c.add(Op::Copy, (bytes as f64 * self.per_byte).round() as u64);
+        c.add(Op::Tx, self.tx_packet * segments);
+        if connects {
+            c.add(Op::App, self.request);
+            c.add(Op::Setup, self.setup);
+        }
+        c
+    }
+}
+
+impl Cycles {
+    /// Adds every operation's cycles of `other`.
+    pub fn merge(&mut self, other: &Cycles) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+}
+
 /// A job waiting for or running on a core: the flow and what its packet made the host do.
 pub struct Job {
     /// The flow the packet or timer belongs to.

@@ -9,4 +9,5 @@ pub mod nic;
 pub mod offload;
 pub mod pacer;
 pub mod scheduler;
+pub mod splice;
 pub mod telemetry;

@@ -8,9 +8,12 @@
 //! - **teardown**: once the application answered and closed, the host hands the connection to
 //!   the NIC, which keeps its FIN (with the response it carries) in a table entry, retransmits it
 //!   on its own timer wheel, and completes the close when the client acknowledges it.
-//! - a finite connection table (the NIC's SRAM): when it is full the host closes the connection
-//!   itself, and the fallback is counted.
+//! - **splicing** (`host/splice.rs`): a proxy joins a client connection and a backend
+//!   connection, and the NIC relays between them.
+//! - a finite connection table (the NIC's SRAM), shared by closes and splices: when it is full the
+//!   host closes or relays the connection itself, and the fallback is counted.
 
+use super::splice::Splicer;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
 use crate::transport::tcp::TcpConnection;
@@ -28,6 +31,8 @@ pub struct OffloadConfig {
     pub setup: bool,
     /// Carry out the server's close on the NIC.
     pub teardown: bool,
+    /// Join a proxy's client and backend connections on the NIC when the proxy asks.
+    pub splice: bool,
     /// Connections the NIC's table holds at once.
     pub table_entries: usize,
     /// The NIC's FIN retransmission timeout (doubling per try).
@@ -42,6 +47,7 @@ impl Default for OffloadConfig {
             hosts: Vec::new(),
             setup: true,
             teardown: true,
+            splice: true,
             table_entries: 16_384,
             rto: Time::from_ms(1),
             wheel_slot: Time::from_us(10),
@@ -65,10 +71,16 @@ pub struct OffloadCounts {
     pub teardowns: u64,
     /// FINs the NIC sent again.
     pub fin_retransmits: u64,
-    /// Closes the host did itself because the table was full.
+    /// Closes the host did and splices it relayed itself because the table was full.
     pub fallbacks: u64,
     /// The most table entries in use at once.
     pub table_peak: u64,
+    /// Connection pairs the NIC spliced.
+    pub spliced: u64,
+    /// Segments the NIC rewrote between spliced connections.
+    pub relayed: u64,
+    /// Splices the proxy did not ask for because a connection carries per-hop options.
+    pub splice_refused: u64,
 }
 
 /// A close the NIC carries out: the FIN to send again, its tries and deadline.
@@ -87,6 +99,10 @@ pub struct Offload {
     pub setup: bool,
     /// See [`OffloadConfig::teardown`].
     pub teardown: bool,
+    /// See [`OffloadConfig::splice`].
+    pub splice: bool,
+    /// Spliced connection pairs.
+    pub splicer: Splicer,
     capacity: usize,
     rto: Time,
     slot: Time,
@@ -111,6 +127,8 @@ impl Offload {
         Offload {
             setup: cfg.setup,
             teardown: cfg.teardown,
+            splice: cfg.splice,
+            splicer: Splicer::default(),
             capacity: cfg.table_entries,
             rto: cfg.rto,
             slot: cfg.wheel_slot,
@@ -199,16 +217,61 @@ impl Offload {
     /// Takes over the close of `flow` whose FIN is `fin`, sent now; false (a fallback) if the
     /// table is full. Returns the wheel tick to schedule, if the wheel was idle.
     pub fn take_close(&mut self, flow: u32, fin: Packet, now: Time) -> Result<Option<Time>, ()> {
-        if self.table.len() >= self.capacity {
-            self.counts.fallbacks += 1;
+        if !self.room() {
             return Err(());
         }
         self.counts.teardowns += 1;
         let deadline = now + self.rto;
         self.table.insert(flow, Closing { fin, tries: 1, deadline });
-        self.counts.table_peak = self.counts.table_peak.max(self.table.len() as u64);
+        self.note_peak();
         self.file(flow, deadline);
         Ok(self.next_tick(now))
+    }
+
+    /// True if the table has an entry free; else counts a fallback.
+    fn room(&mut self) -> bool {
+        let room = self.table.len() + self.splicer.active < self.capacity;
+        if !room {
+            self.counts.fallbacks += 1;
+        }
+        room
+    }
+
+    fn note_peak(&mut self) {
+        let used = (self.table.len() + self.splicer.active) as u64;
+        self.counts.table_peak = self.counts.table_peak.max(used);
+    }
+
+    /// A proxy asks to join its client connection `front` (a request of `size` bytes) and its
+    /// backend connection `back`, both established, at the client's next byte. True if the NIC
+    /// splices them. It does not when it does not splice at all, when a connection carries
+    /// options switches rewrite per hop (counted), when the request is all read or part of it
+    /// waits beyond a gap (the NIC could no longer hand those bytes to the host), or when the
+    /// table is full (a fallback). The host relays the ones it does not.
+    pub fn try_splice(&mut self, front: &TcpConnection, back: &TcpConnection, size: u64) -> bool {
+        if !self.splice {
+            return false;
+        }
+        if front.carries_path_options() || back.carries_path_options() {
+            self.counts.splice_refused += 1;
+            return false;
+        }
+        let at = front.receiver.rcv_nxt;
+        if at >= size || front.receiver.has_out_of_order() || !self.room() {
+            return false;
+        }
+        // The host's own backend data below the splice point may still be unacknowledged.
+        self.splicer.join(front.route(), back.route(), at, back.sender.una < at);
+        self.counts.spliced += 1;
+        self.note_peak();
+        true
+    }
+
+    /// A segment of a spliced connection reaches the NIC: see [`Splicer::on_segment`].
+    pub fn relay(&mut self, pkt: &Packet, checksums: bool) -> Option<super::splice::Relayed> {
+        let r = self.splicer.on_segment(pkt, checksums)?;
+        self.counts.relayed += r.out.is_some() as u64;
+        Some(r)
     }
 
     /// True if the NIC carries out `flow`'s close.

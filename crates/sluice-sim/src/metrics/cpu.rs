@@ -81,6 +81,9 @@ pub fn offload_counts(world: &World) -> Option<OffloadCounts> {
         sum.fin_retransmits += c.fin_retransmits;
         sum.fallbacks += c.fallbacks;
         sum.table_peak = sum.table_peak.max(c.table_peak);
+        sum.spliced += c.spliced;
+        sum.relayed += c.relayed;
+        sum.splice_refused += c.splice_refused;
     }
     any.then_some(sum)
 }

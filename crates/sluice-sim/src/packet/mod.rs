@@ -5,6 +5,7 @@ use crate::time::Time;
 
 pub mod hpcc_int;
 pub mod tcp_int;
+pub mod wire;
 
 /// Bytes of Ethernet framing a frame occupies on the wire beyond its IP packet: header 14, FCS 4,
 /// preamble and start delimiter 8, inter-frame gap 12.
@@ -188,6 +189,9 @@ pub struct Packet {
     /// HPCC per-hop INT records in the world's slab: stamped by switches on a data packet, echoed
     /// on an ACK; `None` for flows without HPCC INT.
     pub hops: Option<hpcc_int::HopIdx>,
+    /// The TCP checksum a NIC that rewrote the header carries, updated incrementally; 0: the
+    /// frame's own, as its sender computed it (a carried 0 is recomputed, to the same value).
+    pub csum: u16,
 }
 
 impl Packet {

@@ -40,6 +40,9 @@ pub struct Io {
     pub echo: bool,
     /// The client received the server's response (the payload of the server's FIN).
     pub response: bool,
+    /// The client received an interim response before the server's FIN (HTTP's `100 Continue`
+    /// from a proxy ready for the request's body).
+    pub interim: bool,
     /// What the host stack did, for a host whose CPU is modelled.
     pub work: Work,
 }
@@ -54,7 +57,7 @@ pub struct Work {
     pub accepted: bool,
     /// The server's application read the request, answered it and closed.
     pub answered: bool,
-    /// The server's connection closed for good: FIN handling and TCB destruction.
+    /// An end of the connection closed for good: FIN handling and TCB destruction.
     pub teardown: bool,
 }
 
@@ -68,6 +71,7 @@ impl Io {
         self.closed = false;
         self.echo = false;
         self.response = false;
+        self.interim = false;
         self.work = Work::default();
     }
 }

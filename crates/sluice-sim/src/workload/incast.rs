@@ -31,7 +31,7 @@ impl IncastRounds {
         self.round_start = now;
         self.pending = self.senders.len();
         for &s in &self.senders {
-            let spec = FlowSpec { src: s, dst: self.receiver, size: Some(self.size), start: now, class: (self.class)(s, self.receiver), qos: self.qos, response: None };
+            let spec = FlowSpec { src: s, dst: self.receiver, size: Some(self.size), start: now, class: (self.class)(s, self.receiver), qos: self.qos, response: None, relay: None };
             io.open.push((spec, self.round));
         }
     }

@@ -4,6 +4,7 @@ pub mod app;
 pub mod cdf;
 pub mod generators;
 pub mod incast;
+pub mod proxy;
 pub mod rpc;
 pub mod trace;
 
@@ -78,6 +79,8 @@ pub struct FlowSpec {
     pub qos: Qos,
     /// A request/response transaction: the server answers with this many bytes on its FIN.
     pub response: Option<u32>,
+    /// A request to an L7 proxy (the flow's receiver), relayed to a backend.
+    pub relay: Option<proxy::Relay>,
 }
 
 /// What an application asks of the network for a flow, besides its class.
@@ -144,7 +147,7 @@ pub struct FlowEntry {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
-    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all" or "rpc".
+    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all", "rpc" or "proxy".
     pub kind: String,
     /// Traffic class of the flows (default "default").
     pub class: Option<String>,
@@ -201,6 +204,14 @@ pub struct WorkloadConfig {
     /// "transaction" (one connection per request, answered on the server's FIN; needs
     /// `[transport] handshake = true` and a response of at most one segment).
     pub connections: Option<String>,
+    /// kind = "proxy": the proxy's host ordinal.
+    pub proxy: Option<usize>,
+    /// kind = "proxy": backend hosts, used round robin.
+    pub backends: Option<Vec<usize>>,
+    /// kind = "proxy": header bytes the proxy reads before it connects to the backend.
+    pub header_size: Option<Bytes>,
+    /// kind = "proxy": body bytes after the header (default 0).
+    pub body_size: Option<Bytes>,
     /// A tag class match rules can select on.
     pub tag: Option<String>,
     /// The flows' destination (service) port, for match rules.
@@ -274,6 +285,10 @@ impl WorkloadConfig {
             ("response_cdf", self.response_cdf.is_some()),
             ("think_time", self.think_time.is_some()),
             ("connections", self.connections.is_some()),
+            ("proxy", self.proxy.is_some()),
+            ("backends", self.backends.is_some()),
+            ("header_size", self.header_size.is_some()),
+            ("body_size", self.body_size.is_some()),
         ];
         // Class selection (tag, dst_port, intent) and QoS keys apply to every kind.
         p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
@@ -441,7 +456,7 @@ impl WorkloadConfig {
                         Some(c) => class_of(Some(c), &at)?,
                         None => pick(src, dst),
                     };
-                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos, response: None });
+                    out.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos, response: None, relay: None });
                 }
                 Ok(Generated { flows: out, app: None })
             }
@@ -632,8 +647,53 @@ impl WorkloadConfig {
                 };
                 Ok(Generated { flows: Vec::new(), app: Some(Box::new(rpc::RpcClients::new(cfg, rng))) })
             }
+            "proxy" => {
+                only(&["clients", "proxy", "backends", "outstanding", "header_size", "body_size", "start", "duration"])?;
+                required(self.clients.is_some(), "clients")?;
+                required(self.proxy.is_some(), "proxy")?;
+                required(self.backends.is_some(), "backends")?;
+                if !ctx.handshake {
+                    return Err(format!(
+                        "{key}.kind: a proxy splices and closes established connections, so it needs transport.handshake = true"
+                    ));
+                }
+                let proxy = host(self.proxy.unwrap_or_default(), format!("{key}.proxy"))?;
+                let clients = host_list(&self.clients, "clients", 1)?;
+                let backends = host_list(&self.backends, "backends", 1)?;
+                if let Some(i) = clients.iter().position(|&c| c == proxy) {
+                    return Err(format!("{key}.clients[{i}]: host {proxy} is the proxy"));
+                }
+                if let Some(i) = backends.iter().position(|&b| b == proxy) {
+                    return Err(format!("{key}.backends[{i}]: host {proxy} is the proxy"));
+                }
+                let outstanding = self.outstanding.unwrap_or(1);
+                if outstanding == 0 {
+                    return Err(format!("{key}.outstanding: expected at least 1 request per client"));
+                }
+                let slots = (clients.len() as u64).saturating_mul(outstanding as u64);
+                let limit = ctx.max_outstanding.min(u32::MAX as u64);
+                if slots > limit {
+                    return Err(format!(
+                        "{key}.outstanding: {} clients keeping {outstanding} requests each would hold {slots} requests, above limits.outstanding = {limit}; keep fewer or raise the limit",
+                        clients.len()
+                    ));
+                }
+                let cfg = proxy::ProxyConfig {
+                    clients,
+                    proxy,
+                    backends,
+                    outstanding,
+                    header: positive_size(self.header_size, "header_size")?,
+                    body: self.body_size.map_or(0, |b| b.0),
+                    start,
+                    stop: start + duration_of(self.duration)?,
+                    class: pick,
+                    qos,
+                };
+                Ok(Generated { flows: Vec::new(), app: Some(Box::new(proxy::ProxyClients::new(cfg))) })
+            }
             k => Err(format!(
-                "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\" or \"rpc\", got \"{k}\""
+                "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\", \"rpc\" or \"proxy\", got \"{k}\""
             )),
         }
     }

@@ -102,7 +102,7 @@ impl RpcClients {
         let server = *self.cfg.servers.iter().filter(|&&s| s != client).nth(pick).expect("pick < choices");
         let size = self.cfg.request.draw(&mut self.rng);
         let class = (self.cfg.class)(client, server);
-        let mut spec = FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos, response: None };
+        let mut spec = FlowSpec { src: client, dst: server, size: Some(size), start: now, class, qos: self.cfg.qos, response: None, relay: None };
         if self.cfg.connections == Connections::Transaction {
             // The answer comes back on the same connection: the next delivery is the response.
             spec.response = Some(self.cfg.response.draw(&mut self.rng) as u32);
@@ -134,7 +134,7 @@ impl App for RpcClients {
                 let size = self.cfg.response.draw(&mut self.rng);
                 let client = self.client(slot);
                 let class = (self.cfg.class)(server, client);
-                let spec = FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos, response: None };
+                let spec = FlowSpec { src: server, dst: client, size: Some(size), start: now, class, qos: self.cfg.qos, response: None, relay: None };
                 self.transfer(spec, tag, io);
                 self.slots[slot] = Slot::Responding { since };
             }

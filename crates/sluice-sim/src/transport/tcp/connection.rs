@@ -243,6 +243,43 @@ impl TcpConnection {
         }
     }
 
+    /// Where the connection's packets go.
+    pub fn route(&self) -> Route {
+        self.route
+    }
+
+    /// True if either end adds options switches rewrite per hop (TCP-INT, HPCC's records).
+    pub fn carries_path_options(&self) -> bool {
+        self.sender.int_enabled() || self.sender.hop_records_enabled()
+    }
+
+    /// The proxy's NIC spliced this connection to another and has seen the close go through end
+    /// to end: the proxy host's end (`side`) is closed without a packet of its own. On the
+    /// backend connection (the proxy is its client) every byte has reached the backend.
+    pub fn spliced_closed(&mut self, side: Side, io: &mut Io) {
+        match side {
+            Side::Server => {
+                self.server = State::Closed;
+                self.receiver.delack_timer.cancel();
+            }
+            Side::Client => {
+                self.client = State::Closed;
+                self.sender.rto_timer.cancel();
+                io.completed = true;
+            }
+        }
+        self.check_closed(io);
+    }
+
+    /// The server's interim response of `bytes` before its FIN (a proxy's `100 Continue`),
+    /// acknowledging what it has received.
+    pub fn interim_response(&self, bytes: u32) -> Packet {
+        let mut p = self.server_ctrl(flags::ACK, 0, self.receiver.rcv_nxt);
+        p.payload = bytes;
+        p.wire_bytes += bytes;
+        p
+    }
+
     /// True when the client's segment `pkt` acknowledges the server's FIN.
     pub fn acks_server_fin(&self, pkt: &Packet) -> bool {
         pkt.has(flags::ACK) && pkt.ack > self.response as u64
@@ -483,6 +520,7 @@ impl TcpConnection {
 
     fn client_receive(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
+        let was_time_wait = self.client == State::TimeWait;
         if self.client == State::SynSent && pkt.has(flags::SYN) && pkt.has(flags::ACK) {
             self.decide(pkt.caps);
             self.cookie = pkt.cookie;
@@ -523,6 +561,7 @@ impl TcpConnection {
             }
             return;
         }
+        io.interim |= pkt.payload > 0 && !pkt.has(flags::FIN);
         let fin_acked = self.sender.size().is_some_and(|s| pkt.has(flags::ACK) && pkt.ack > s);
         if fin_acked {
             self.client = match self.client {
@@ -564,6 +603,9 @@ impl TcpConnection {
                 self.time_wait_since = Some(now);
             }
         }
+        // The client's close is done (its FIN acknowledged, the server's answered): destroying
+        // the TCB is work for a host whose CPU is modelled.
+        io.work.teardown |= self.client == State::TimeWait && !was_time_wait;
         self.check_closed(io);
     }
 

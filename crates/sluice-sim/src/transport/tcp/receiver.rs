@@ -200,6 +200,11 @@ impl Receiver {
         ack
     }
 
+    /// True while segments beyond a gap wait for it to fill.
+    pub fn has_out_of_order(&self) -> bool {
+        !self.ooo.is_empty()
+    }
+
     /// True when an ACK is being held back by delayed ACK.
     pub fn has_unacked(&self) -> bool {
         self.unacked_segments > 0

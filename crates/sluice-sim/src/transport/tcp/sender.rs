@@ -70,6 +70,9 @@ pub struct Sender {
     size: Option<u64>,
     /// A persistent connection: the application appends messages, so it never sends FIN or ends.
     persistent: bool,
+    /// Bytes the application has written so far (a relay writes what it has received); new
+    /// data stops here.
+    written: u64,
     /// Oldest unacknowledged byte.
     pub una: u64,
     /// Next new byte to send (the highest sent so far).
@@ -181,6 +184,7 @@ impl Sender {
             phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
             size,
             persistent: false,
+            written: u64::MAX,
             una: 0,
             nxt: 0,
             win,
@@ -241,6 +245,17 @@ impl Sender {
         self.size = Some(self.size.unwrap_or(0) + bytes);
     }
 
+    /// The application has written the first `bytes` of the data so far: a relay forwarding
+    /// what it has received. The FIN still goes with the last byte of the whole size.
+    pub fn set_written(&mut self, bytes: u64) {
+        self.written = bytes;
+    }
+
+    /// The end of the data that may go now: the size, or what the application wrote if less.
+    fn data_end(&self) -> u64 {
+        self.size.unwrap_or(u64::MAX).min(self.written)
+    }
+
     /// The ECN handling negotiated for this flow.
     pub fn ecn_mode(&self) -> EcnMode {
         self.ecn_mode
@@ -282,7 +297,7 @@ impl Sender {
             return 0;
         }
         let room = self.win.cwnd.saturating_sub(self.in_flight());
-        room.min(self.size.map_or(u64::MAX, |s| s.saturating_sub(self.nxt)))
+        room.min(self.data_end().saturating_sub(self.nxt))
     }
 
     /// True if `next_segment` could return something now, ignoring pacing.
@@ -300,7 +315,7 @@ impl Sender {
     fn window_allows_more(&self) -> bool {
         let room = self.in_flight() < self.win.cwnd;
         let lost = self.loss_limit().is_some_and(|l| self.sacked.next_gap(self.retx_next.max(self.una), l).is_some());
-        room && (lost || self.nxt < self.size.unwrap_or(u64::MAX))
+        room && (lost || self.nxt < self.data_end())
     }
 
     /// True when TLT owes an important packet after an echo and data is outstanding: if the
@@ -362,13 +377,14 @@ impl Sender {
         }
         let pipe = self.in_flight();
         let end = self.size.unwrap_or(u64::MAX);
+        let new_end = self.data_end();
         let idle = self.nxt == self.una;
         let mut seg = None;
         // TLT in recovery: the important packet an echo asks for resends the oldest unimportant
         // bytes not acknowledged, which covers a lost retransmission (the public code's choice).
         let proactive_first = self.recovery_end.is_some() && self.tlt_proactive_due();
         if self.tlp.as_ref().is_some_and(TailLossProbe::is_due) {
-            seg = Some(self.loss_probe(end));
+            seg = Some(self.loss_probe(new_end));
         } else if pipe < self.win.cwnd && !proactive_first {
             if let Some(limit) = self.loss_limit() {
                 if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
@@ -378,8 +394,8 @@ impl Sender {
                     seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true, colour: Colour::Unimportant });
                 }
             }
-            if seg.is_none() && self.nxt < end {
-                let len = (end - self.nxt).min(self.win.mss);
+            if seg.is_none() && self.nxt < new_end {
+                let len = (new_end - self.nxt).min(self.win.mss);
                 seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false, colour: Colour::Unimportant });
                 self.nxt += len;
             }
@@ -401,7 +417,7 @@ impl Sender {
             seg = Some(Segment { seq: s, len: e - s, flags: flags::ACK | fin, retransmit: true, colour: Colour::Important });
         }
         let Some(mut seg) = seg else {
-            if self.nxt >= end {
+            if self.nxt >= new_end {
                 self.rate.on_app_limited(pipe);
             }
             return None;

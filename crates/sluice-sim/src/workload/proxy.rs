@@ -1,0 +1,149 @@
+//! An L7 proxy between closed-loop clients and backends (AccelTCP's HAProxy experiment): each
+//! client keeps a number of requests outstanding, each request a new connection to the proxy
+//! carrying a header and a body. The proxy reads the header, connects to the backend it names
+//! (round robin across the backends), and relays the rest: on its host, or, when its NIC
+//! splices, by joining the two connections on the NIC. A request completes when its last byte
+//! reaches the backend.
+
+use super::app::{App, AppIo, Request};
+use super::{Classify, FlowSpec, Qos};
+use crate::time::Time;
+
+/// The proxy's part of one request: what it reads before it picks a backend, and which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relay {
+    /// Bytes of header the proxy reads before it connects to the backend.
+    pub header: u64,
+    /// The backend host the header names.
+    pub backend: usize,
+}
+
+/// How far the proxy is with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Splicing {
+    /// Not asked yet: the backend connection is not open, or data waits beyond a gap.
+    Waiting,
+    /// The NIC relays.
+    Spliced,
+    /// The host relays to the end (no splicing NIC, a full table, or per-hop options).
+    OnHost,
+}
+
+/// The proxy's state for a client connection (the front) or its backend connection (the back).
+#[derive(Clone, Copy, Debug)]
+pub enum RelayEnd {
+    /// The client's connection to the proxy.
+    Front {
+        /// What the request asks of the proxy.
+        relay: Relay,
+        /// The application and tag that hear when the backend has the request.
+        app: (u32, u32),
+        /// The backend connection, once opened.
+        back: Option<u32>,
+        /// Whether the NIC relays.
+        splicing: Splicing,
+    },
+    /// The proxy's connection to the backend, relaying flow `front`.
+    Back {
+        /// The client connection it relays.
+        front: u32,
+    },
+}
+
+/// The configuration of a proxied client population.
+pub struct ProxyConfig {
+    /// Client host ordinals.
+    pub clients: Vec<usize>,
+    /// The proxy's host ordinal.
+    pub proxy: usize,
+    /// Backend host ordinals.
+    pub backends: Vec<usize>,
+    /// Requests each client keeps outstanding.
+    pub outstanding: usize,
+    /// Header bytes of each request.
+    pub header: u64,
+    /// Body bytes after the header.
+    pub body: u64,
+    /// When clients start.
+    pub start: Time,
+    /// No request is issued at or after this time.
+    pub stop: Time,
+    /// Picks the class of each flow from its endpoints.
+    pub class: Classify,
+    /// QoS of every flow.
+    pub qos: Qos,
+}
+
+/// Clients of an L7 proxy.
+pub struct ProxyClients {
+    cfg: ProxyConfig,
+    /// When each slot's request was issued (`None`: idle). Slot `i` is client `i / outstanding`'s.
+    slots: Vec<Option<Time>>,
+    next_backend: usize,
+    started: bool,
+}
+
+impl ProxyClients {
+    /// The clients of `cfg`.
+    pub fn new(cfg: ProxyConfig) -> ProxyClients {
+        let slots = vec![None; cfg.clients.len() * cfg.outstanding];
+        ProxyClients { cfg, slots, next_backend: 0, started: false }
+    }
+
+    fn issue(&mut self, slot: usize, now: Time, io: &mut AppIo) {
+        if now >= self.cfg.stop {
+            self.slots[slot] = None;
+            return;
+        }
+        let client = self.cfg.clients[slot / self.cfg.outstanding];
+        let backend = self.cfg.backends[self.next_backend % self.cfg.backends.len()];
+        self.next_backend += 1;
+        let spec = FlowSpec {
+            src: client,
+            dst: self.cfg.proxy,
+            size: Some(self.cfg.header + self.cfg.body),
+            start: now,
+            class: (self.cfg.class)(client, self.cfg.proxy),
+            qos: self.cfg.qos,
+            response: None,
+            relay: Some(Relay { header: self.cfg.header, backend }),
+        };
+        io.open.push((spec, slot as u32));
+        self.slots[slot] = Some(now);
+    }
+}
+
+impl App for ProxyClients {
+    fn start_time(&self) -> Time {
+        self.cfg.start
+    }
+
+    fn start(&mut self, now: Time, io: &mut AppIo) {
+        self.started = true;
+        // Slots start a microsecond apart: started together, every request would reach the
+        // proxy's core at once and the population would run in lockstep waves.
+        for slot in 0..self.slots.len() {
+            self.slots[slot] = Some(now);
+            io.timers.push((now + Time::from_us(slot as u64), slot as u32));
+        }
+    }
+
+    fn on_timer(&mut self, tag: u32, now: Time, io: &mut AppIo) {
+        self.issue(tag as usize, now, io);
+    }
+
+    fn on_delivered(&mut self, tag: u32, now: Time, io: &mut AppIo) {
+        let slot = tag as usize;
+        let Some(since) = self.slots[slot] else {
+            debug_assert!(false, "a delivery for an idle slot");
+            return;
+        };
+        let client = self.cfg.clients[slot / self.cfg.outstanding];
+        io.completed.push(Request { class: (self.cfg.class)(client, self.cfg.proxy), start: since, end: now });
+        self.issue(slot, now, io);
+    }
+
+    fn done(&self) -> bool {
+        self.started && self.slots.iter().all(Option::is_none)
+    }
+}
