@@ -475,6 +475,9 @@ impl World {
         if let Some(r) = spec.response {
             conn.set_response(r);
         }
+        if self.offloads.get(spec.dst).and_then(Option::as_deref).is_some_and(|o| o.lazy_tcb) {
+            conn.set_lazy_tcb();
+        }
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
         flow.base_rtt = base_rtt;
         if let Some(s) = spec.size {

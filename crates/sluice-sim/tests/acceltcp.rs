@@ -4,7 +4,7 @@
 //! anything, and the key-value experiment's gain over the host stack (paper: 2.3x on one core).
 
 mod common;
-use common::run_file;
+use common::{run_file, run_text};
 use sluice_sim::host::cpu::{CpuCosts, Op};
 use sluice_sim::packet::{flags, Packet};
 use sluice_sim::scenario;
@@ -357,4 +357,19 @@ fn splicing_lets_one_proxy_core_relay_at_line_rate() {
     let cpu = accel_world.cpus()[0].as_ref().unwrap();
     let busy: u64 = cpu.breakdown().map(|c| c.total()).sum();
     assert!((busy as f64) < 0.5 * 2.4e6 * 11.0, "the spliced proxy's core is mostly idle");
+}
+
+#[test]
+fn a_lazy_tcb_costs_a_quasi_tcb_until_a_second_request_arrives() {
+    let costs = CpuCosts::default();
+    // One segment (one transaction): the host only ever holds a quasi-TCB.
+    let one = run_text(&one_connection(true, "lazy_tcb = true"), &[]);
+    assert_eq!(one.flows()[0].bytes_delivered(), 100);
+    assert_eq!(cycles(&one, Op::Accept), costs.quasi_tcb);
+    // Data past the first segment is a second request: the full TCB is created then.
+    let more = run_text(&one_connection(true, "lazy_tcb = true").replace("size = 100", "size = 4000"), &[]);
+    assert_eq!(more.flows()[0].bytes_delivered(), 4000);
+    assert_eq!(cycles(&more, Op::Accept), costs.quasi_tcb + costs.accept);
+    // Without it, the full TCB at the handshake, as before.
+    assert_eq!(cycles(&run_text(&one_connection(true, ""), &[]), Op::Accept), costs.accept);
 }

@@ -42,6 +42,9 @@ pub struct CpuCosts {
     pub setup: u64,
     /// The handshake's ACK: the full TCB and `accept()`.
     pub accept: u64,
+    /// The handshake's ACK at a host with lazy TCBs: a quasi-TCB only (the full one costs
+    /// `accept` if a second request comes).
+    pub quasi_tcb: u64,
     /// Receive processing of any packet (driver, IP, TCP input).
     pub rx_packet: u64,
     /// Transmit processing of any packet the host sends.
@@ -63,6 +66,7 @@ impl Default for CpuCosts {
         CpuCosts {
             setup: 1_700,
             accept: 1_300,
+            quasi_tcb: 430,
             rx_packet: 450,
             tx_packet: 400,
             per_byte: 0.25,
@@ -138,7 +142,7 @@ impl CpuCosts {
     /// handed to the NIC (`hand_over`) costs a handover (and no teardown later, if the NIC takes it).
     pub fn of(&self, rx: bool, io: &Io, hand_over: bool) -> Cycles {
         let mut c = Cycles::default();
-        let Work { setup, accepted, answered, teardown } = io.work;
+        let Work { setup, accepted, quasi_tcb, answered, teardown } = io.work;
         if rx {
             c.add(Op::Rx, self.rx_packet);
         } else {
@@ -153,6 +157,9 @@ impl CpuCosts {
         }
         if accepted {
             c.add(Op::Accept, self.accept);
+        }
+        if quasi_tcb {
+            c.add(Op::Accept, self.quasi_tcb);
         }
         if answered {
             c.add(Op::App, self.request);

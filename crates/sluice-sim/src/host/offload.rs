@@ -33,6 +33,9 @@ pub struct OffloadConfig {
     pub teardown: bool,
     /// Join a proxy's client and backend connections on the NIC when the proxy asks.
     pub splice: bool,
+    /// The host's stack creates a quasi-TCB at the handshake and the full TCB only when a second
+    /// request arrives (AccelTCP's lazy TCB).
+    pub lazy_tcb: bool,
     /// Connections the NIC's table holds at once.
     pub table_entries: usize,
     /// The NIC's FIN retransmission timeout (doubling per try).
@@ -48,6 +51,7 @@ impl Default for OffloadConfig {
             setup: true,
             teardown: true,
             splice: true,
+            lazy_tcb: false,
             table_entries: 16_384,
             rto: Time::from_ms(1),
             wheel_slot: Time::from_us(10),
@@ -101,6 +105,8 @@ pub struct Offload {
     pub teardown: bool,
     /// See [`OffloadConfig::splice`].
     pub splice: bool,
+    /// See [`OffloadConfig::lazy_tcb`].
+    pub lazy_tcb: bool,
     /// Spliced connection pairs.
     pub splicer: Splicer,
     capacity: usize,
@@ -128,6 +134,7 @@ impl Offload {
             setup: cfg.setup,
             teardown: cfg.teardown,
             splice: cfg.splice,
+            lazy_tcb: cfg.lazy_tcb,
             splicer: Splicer::default(),
             capacity: cfg.table_entries,
             rto: cfg.rto,
@@ -230,7 +237,7 @@ impl Offload {
 
     /// True if the table has an entry free; else counts a fallback.
     fn room(&mut self) -> bool {
-        let room = self.table.len() + self.splicer.active < self.capacity;
+        let room = self.table.len() + self.splicer.active() < self.capacity;
         if !room {
             self.counts.fallbacks += 1;
         }
@@ -238,7 +245,7 @@ impl Offload {
     }
 
     fn note_peak(&mut self) {
-        let used = (self.table.len() + self.splicer.active) as u64;
+        let used = (self.table.len() + self.splicer.active()) as u64;
         self.counts.table_peak = self.counts.table_peak.max(used);
     }
 

@@ -29,8 +29,6 @@ struct Splice {
     host_owed: bool,
     /// The backend's FIN has gone to the client.
     back_fin: bool,
-    /// The host has been told the close went through.
-    told: bool,
 }
 
 /// What the NIC does with a segment of a spliced connection.
@@ -44,47 +42,49 @@ pub struct Relayed {
     pub closed: Option<(u32, u32)>,
 }
 
-/// A NIC's splice table.
+/// A NIC's splice table: an entry per pair until its close has gone through (a FIN the backend
+/// sends again after that reaches the proxy's own stack, whose closed end answers it).
 #[derive(Default)]
 pub struct Splicer {
-    entries: Vec<Splice>,
-    /// Entry of each spliced flow, front or back.
-    by_flow: HashMap<u32, u32>,
-    /// Entries whose close has not gone through.
-    pub active: usize,
+    /// Entries by client connection.
+    entries: HashMap<u32, Splice>,
+    /// The client connection of each spliced backend connection.
+    front_of: HashMap<u32, u32>,
 }
 
 impl Splicer {
     /// Joins the client connection `front` and the backend connection `back` at byte `at`;
     /// `host_owed` when the host has backend data below `at` not yet acknowledged.
     pub fn join(&mut self, front: Route, back: Route, at: u64, host_owed: bool) {
-        let i = self.entries.len() as u32;
-        self.entries.push(Splice { front, back, at, host_owed, back_fin: false, told: false });
-        self.by_flow.insert(front.flow, i);
-        self.by_flow.insert(back.flow, i);
-        self.active += 1;
+        self.entries.insert(front.flow, Splice { front, back, at, host_owed, back_fin: false });
+        self.front_of.insert(back.flow, front.flow);
+    }
+
+    /// Pairs whose close has not gone through.
+    pub fn active(&self) -> usize {
+        self.entries.len()
     }
 
     /// True if `flow` is one side of a splice.
     pub fn has(&self, flow: u32) -> bool {
-        self.by_flow.contains_key(&flow)
+        self.entries.contains_key(&flow) || self.front_of.contains_key(&flow)
     }
 
     /// Looks at a segment reaching the proxy; `None` if it is not for a spliced connection (the
     /// host takes it). `checksums`: keep the TCP checksum field (a capture is on).
     pub fn on_segment(&mut self, pkt: &Packet, checksums: bool) -> Option<Relayed> {
-        let &i = self.by_flow.get(&pkt.flow)?;
-        let s = &mut self.entries[i as usize];
+        let front = self.front_of.get(&pkt.flow).copied().unwrap_or(pkt.flow);
+        let s = self.entries.get_mut(&front)?;
         let mut r = Relayed::default();
         if pkt.flow == s.front.flow && pkt.is_forward() {
             // The client's data, FIN or last ACK, on to the backend.
-            let last_ack = s.back_fin && pkt.has(flags::ACK) && !pkt.has(flags::FIN) && pkt.payload == 0 && pkt.ack > 0;
-            if last_ack && !s.told {
-                s.told = true;
-                self.active -= 1;
-                r.closed = Some((s.front.flow, s.back.flow));
-            }
             r.out = Some(rewrite(pkt, &s.back, true, checksums));
+            let last_ack = s.back_fin && pkt.has(flags::ACK) && !pkt.has(flags::FIN) && pkt.payload == 0 && pkt.ack > 0;
+            if last_ack {
+                r.closed = Some((s.front.flow, s.back.flow));
+                self.front_of.remove(&s.back.flow);
+                self.entries.remove(&front);
+            }
         } else if pkt.flow == s.back.flow && !pkt.is_forward() {
             if pkt.ack < s.at {
                 // Acknowledges only what the host relayed: the host's own business.

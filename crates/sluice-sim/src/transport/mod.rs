@@ -53,8 +53,11 @@ pub struct Io {
 pub struct Work {
     /// A SYN made the server create a half-open connection and answer it.
     pub setup: bool,
-    /// The handshake completed at the server: a full TCB and `accept()`.
+    /// The server created a full TCB (at the handshake, or when a connection that began with a
+    /// quasi-TCB got a second request) and `accept()`ed it.
     pub accepted: bool,
+    /// The handshake completed at a server with lazy TCBs: only a quasi-TCB.
+    pub quasi_tcb: bool,
     /// The server's application read the request, answered it and closed.
     pub answered: bool,
     /// An end of the connection closed for good: FIN handling and TCB destruction.

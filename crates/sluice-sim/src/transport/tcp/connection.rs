@@ -128,6 +128,10 @@ pub struct TcpConnection {
     response: u32,
     /// The client's copy of the SYN cookie its SYN-ACK carried, echoed on its segments.
     cookie: u32,
+    /// The server's stack creates a quasi-TCB at the handshake (AccelTCP's lazy TCB).
+    lazy_tcb: bool,
+    /// The server holds only a quasi-TCB so far.
+    quasi: bool,
 }
 
 impl TcpConnection {
@@ -163,6 +167,8 @@ impl TcpConnection {
             ctrl_colour: if cfg.tlt { Colour::Control } else { Colour::Unimportant },
             response: 0,
             cookie: 0,
+            lazy_tcb: false,
+            quasi: false,
         };
         if c.handshake {
             c.proposal = Some(Box::new(proposal));
@@ -241,6 +247,13 @@ impl TcpConnection {
             self.server = State::Closed;
             self.check_closed(io);
         }
+    }
+
+    /// The server's stack creates a small quasi-TCB when the handshake completes and the full
+    /// TCB only when a second request arrives (AccelTCP's lazy TCB, for connections that carry
+    /// one transaction).
+    pub fn set_lazy_tcb(&mut self) {
+        self.lazy_tcb = true;
     }
 
     /// Where the connection's packets go.
@@ -433,7 +446,9 @@ impl TcpConnection {
         }
         if self.server == State::SynReceived {
             self.server = State::Established;
-            io.work.accepted = true;
+            self.quasi = self.lazy_tcb;
+            io.work.accepted = !self.quasi;
+            io.work.quasi_tcb = self.quasi;
         }
         if self.server == State::LastAck {
             if self.acks_server_fin(pkt) {
@@ -457,6 +472,11 @@ impl TcpConnection {
         let (early, plan, delivered) = self.receiver.on_segment(pkt, now);
         if delivered.1 > 0 {
             io.delivered = Some(delivered);
+            if self.quasi && delivered.0 > 0 {
+                // Data beyond the first segment: more than one transaction, so a full TCB now.
+                self.quasi = false;
+                io.work.accepted = true;
+            }
         }
         if pkt.has(flags::FIN) {
             self.fin_at = Some(pkt.seq + pkt.payload as u64);
