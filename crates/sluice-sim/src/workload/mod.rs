@@ -423,6 +423,21 @@ impl WorkloadConfig {
             }
             Ok(())
         };
+        // Requests each client keeps in flight, within the scenario's limit on them all.
+        let outstanding_of = |clients: usize| -> Result<usize, String> {
+            let outstanding = self.outstanding.unwrap_or(1);
+            if outstanding == 0 {
+                return Err(format!("{key}.outstanding: expected at least 1 request per client"));
+            }
+            let slots = (clients as u64).saturating_mul(outstanding as u64);
+            let limit = ctx.max_outstanding.min(u32::MAX as u64);
+            if slots > limit {
+                return Err(format!(
+                    "{key}.outstanding: {clients} clients keeping {outstanding} requests each would hold {slots} requests, above limits.outstanding = {limit}; keep fewer or raise the limit"
+                ));
+            }
+            Ok(outstanding)
+        };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ (0x1000 + index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let start = self.start.unwrap_or_default();
         let flows = |mut flows: Vec<FlowSpec>| {
@@ -592,18 +607,7 @@ impl WorkloadConfig {
                 if let Some(c) = clients.iter().find(|c| servers.iter().all(|s| s == *c)) {
                     return Err(format!("{key}.servers: client {c} has no server other than itself"));
                 }
-                let outstanding = self.outstanding.unwrap_or(1);
-                if outstanding == 0 {
-                    return Err(format!("{key}.outstanding: expected at least 1 request per client"));
-                }
-                let slots = (clients.len() as u64).saturating_mul(outstanding as u64);
-                let limit = ctx.max_outstanding.min(u32::MAX as u64);
-                if slots > limit {
-                    return Err(format!(
-                        "{key}.outstanding: {} clients keeping {outstanding} requests each would hold {slots} requests, above limits.outstanding = {limit}; keep fewer or raise the limit",
-                        clients.len()
-                    ));
-                }
+                let outstanding = outstanding_of(clients.len())?;
                 let mode = match self.connections.as_deref() {
                     None | Some("per_request") => rpc::Connections::PerRequest,
                     Some("persistent") => rpc::Connections::Persistent,
@@ -666,18 +670,7 @@ impl WorkloadConfig {
                 if let Some(i) = backends.iter().position(|&b| b == proxy) {
                     return Err(format!("{key}.backends[{i}]: host {proxy} is the proxy"));
                 }
-                let outstanding = self.outstanding.unwrap_or(1);
-                if outstanding == 0 {
-                    return Err(format!("{key}.outstanding: expected at least 1 request per client"));
-                }
-                let slots = (clients.len() as u64).saturating_mul(outstanding as u64);
-                let limit = ctx.max_outstanding.min(u32::MAX as u64);
-                if slots > limit {
-                    return Err(format!(
-                        "{key}.outstanding: {} clients keeping {outstanding} requests each would hold {slots} requests, above limits.outstanding = {limit}; keep fewer or raise the limit",
-                        clients.len()
-                    ));
-                }
+                let outstanding = outstanding_of(clients.len())?;
                 let cfg = proxy::ProxyConfig {
                     clients,
                     proxy,
