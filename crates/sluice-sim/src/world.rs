@@ -11,6 +11,7 @@ use crate::host::cpu::{Cpu, CpuConfig};
 use crate::host::nic::Nic;
 use crate::host::offload::{Offload, OffloadConfig};
 use crate::host::pacer::TokenBucket;
+use crate::host::splice::Relayed;
 use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::circuit::{CircuitParts, Tor};
@@ -736,25 +737,20 @@ impl World {
     /// carries out the rest (once the host's CPU has done the work, where it is modelled).
     fn host_receive(&mut self, h: u32, pkt: Packet, now: Time) {
         self.counters.packets_delivered += 1;
+        let capture = self.capture.is_some();
         if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
-            if off.splicer.has(pkt.flow) {
-                self.splice_receive(h, pkt, now);
+            if let Some(r) = off.relay(&pkt, capture) {
+                self.spliced(h, r, now);
                 return;
             }
         }
         self.host_stack(h, pkt, now);
     }
 
-    /// A segment of a spliced connection reaches host `h`: its NIC relays it, and hands the host
-    /// the share that is the host's own.
+    /// Host `h`'s NIC relayed a segment of a spliced connection: the rewritten segment goes on,
+    /// and the host takes the share that is its own.
     #[cold]
-    fn splice_receive(&mut self, h: u32, pkt: Packet, now: Time) {
-        let capture = self.capture.is_some();
-        let off = self.offloads[h as usize].as_deref_mut().expect("checked by the caller");
-        let Some(r) = off.relay(&pkt, capture) else {
-            self.host_stack(h, pkt, now);
-            return;
-        };
+    fn spliced(&mut self, h: u32, r: Relayed, now: Time) {
         if let Some(out) = r.out {
             self.nics[h as usize].ctrl.push_back(out);
         }
