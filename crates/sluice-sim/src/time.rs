@@ -135,7 +135,12 @@ impl Rate {
     }
     /// Time to serialize `bytes` at this rate (rounded up to a whole picosecond; [`Time::MAX`]
     /// when it is not representable).
+    #[inline]
     pub fn tx_time(self, bytes: u64) -> Time {
+        // Any frame (under 2 MB) fits the 64-bit division, which is far cheaper than 128-bit.
+        if let Some(num) = bytes.checked_mul(8_000_000_000_000) {
+            return Time(num.div_ceil(self.0.max(1)));
+        }
         let num = bytes as u128 * 8 * 1_000_000_000_000u128;
         Time(u64::try_from(num.div_ceil(self.0.max(1) as u128)).unwrap_or(u64::MAX))
     }
