@@ -1,22 +1,43 @@
 //! ECMP routing: for every node and destination host, the set of egress ports on a shortest
 //! (fewest-hop) path, computed once per topology and looked up in O(1) while forwarding.
+//!
+//! Hosts hanging off one switch by a single link share that switch's table, as a rack shares a
+//! prefix in a real fabric: every shortest path to such a host is a shortest path to its switch
+//! plus the last link. A fat tree of 10,240 hosts then needs 640 tables, not 10,240.
 
 use super::topology::{Graph, NodeKind};
 use std::collections::VecDeque;
 
 /// Distance of a node that cannot reach the destination.
 const UNREACHABLE: u32 = u32::MAX;
+/// No shared switch: the host has a table of its own.
+const OWN: u32 = u32::MAX;
 
 /// Shortest-path next hops from every node to every host.
 #[derive(Clone, Debug)]
 pub struct Routes {
     num_nodes: usize,
-    // Destination-major flat tables: entry i = dst * num_nodes + node. The ports at that pair
-    // are ports[offsets[i]..offsets[i + 1]], so a lookup is two loads with no pointer chasing,
-    // and each destination's block is written in one sequential sweep.
+    // Target-major flat tables: entry i = table * num_nodes + node. The ports at that pair are
+    // ports[offsets[i]..offsets[i + 1]], so a lookup is two loads with no pointer chasing, and
+    // each table is written in one sequential sweep.
     offsets: Vec<u32>,
     ports: Vec<u16>,
     dist: Vec<u32>,
+    /// Per host ordinal: where its routes come from.
+    hosts: Vec<HostRoute>,
+}
+
+/// How routes to one host are found.
+#[derive(Clone, Copy, Debug)]
+struct HostRoute {
+    /// The host's node id.
+    node: u32,
+    /// Its table: that of the switch it hangs off, or its own.
+    table: u32,
+    /// The switch it hangs off by its only link, or `OWN`.
+    via: u32,
+    /// That switch's port to the host.
+    via_port: u16,
 }
 
 impl Routes {
@@ -26,25 +47,44 @@ impl Routes {
     /// no ports and distance `u32::MAX`. The graph must have at most 65,535 ports per node and a
     /// table that fits u32 offsets; graphs from `TopologyConfig::build` are checked for both.
     pub fn compute(graph: &Graph) -> Routes {
-        let hosts = graph.hosts();
         let adj = graph.ports();
         let n = graph.nodes.len();
         let is_host: Vec<bool> = graph.nodes.iter().map(|k| *k == NodeKind::Host).collect();
+        let port_no = |p: usize| u16::try_from(p).expect("node has more than 65535 ports");
 
-        let mut offsets = Vec::with_capacity(n * hosts.len() + 1);
+        // Each table's target: a switch shared by single-homed hosts, or a host of its own.
+        let mut targets = Vec::new();
+        let mut table_of = vec![OWN; n];
+        let mut hosts = Vec::new();
+        for h in graph.hosts() {
+            let (table_node, via, via_port) = match adj[h][..] {
+                [(_, sw)] if !is_host[sw] => {
+                    let back = adj[sw].iter().position(|&(_, w)| w == h).expect("links are symmetric");
+                    (sw, sw as u32, port_no(back))
+                }
+                _ => (h, OWN, 0),
+            };
+            if table_of[table_node] == OWN {
+                table_of[table_node] = targets.len() as u32;
+                targets.push(table_node);
+            }
+            hosts.push(HostRoute { node: h as u32, table: table_of[table_node], via, via_port });
+        }
+
+        let mut offsets = Vec::with_capacity(n * targets.len() + 1);
         let mut ports = Vec::new();
-        let mut dist = Vec::with_capacity(n * hosts.len());
+        let mut dist = Vec::with_capacity(n * targets.len());
         offsets.push(0u32);
         let mut local = vec![UNREACHABLE; n];
         let mut queue = VecDeque::with_capacity(n);
-        for &dst in &hosts {
-            // Links are symmetric, so a BFS from the destination gives every node's distance to it.
+        for &target in &targets {
+            // Links are symmetric, so a BFS from the target gives every node's distance to it.
             local.fill(UNREACHABLE);
-            local[dst] = 0;
-            queue.push_back(dst);
+            local[target] = 0;
+            queue.push_back(target);
             while let Some(u) = queue.pop_front() {
-                // A host other than the destination is a path's start, never a waypoint.
-                if u != dst && is_host[u] {
+                // A host other than the target is a path's start, never a waypoint.
+                if u != target && is_host[u] {
                     continue;
                 }
                 for &(_, w) in &adj[u] {
@@ -55,13 +95,13 @@ impl Routes {
                 }
             }
             // A port is on a shortest path if its peer is one hop closer and may forward (or is
-            // the destination). A host that was reached but not expanded can still sit one hop
-            // closer by coincidence, hence the explicit host check.
+            // the target). A host that was reached but not expanded can still sit one hop closer
+            // by coincidence, hence the explicit host check.
             for (v, &dv) in local.iter().enumerate() {
                 if dv != UNREACHABLE && dv > 0 {
                     for (p, &(_, w)) in adj[v].iter().enumerate() {
-                        if local[w] == dv - 1 && (!is_host[w] || w == dst) {
-                            ports.push(u16::try_from(p).expect("node has more than 65535 ports"));
+                        if local[w] == dv - 1 && (!is_host[w] || w == target) {
+                            ports.push(port_no(p));
                         }
                     }
                 }
@@ -69,20 +109,35 @@ impl Routes {
             }
             dist.extend_from_slice(&local);
         }
-        Routes { num_nodes: n, offsets, ports, dist }
+        Routes { num_nodes: n, offsets, ports, dist, hosts }
     }
 
     /// The equal-cost egress ports at `node` towards host ordinal `dst` (empty at the destination itself).
     #[inline]
     pub fn next_hops(&self, node: usize, dst: usize) -> &[u16] {
-        let i = dst * self.num_nodes + node;
+        let h = &self.hosts[dst];
+        if node == h.via as usize {
+            return std::slice::from_ref(&h.via_port);
+        }
+        if node == h.node as usize {
+            return &[];
+        }
+        let i = h.table as usize * self.num_nodes + node;
         &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
     /// Hop count (links) from `node` to host ordinal `dst`.
     #[inline]
     pub fn distance(&self, node: usize, dst: usize) -> u32 {
-        self.dist[dst * self.num_nodes + node]
+        let h = &self.hosts[dst];
+        if node == h.node as usize {
+            return 0;
+        }
+        match self.dist[h.table as usize * self.num_nodes + node] {
+            UNREACHABLE => UNREACHABLE,
+            d if h.via != OWN => d + 1,
+            d => d,
+        }
     }
 }
 
@@ -123,6 +178,39 @@ mod tests {
         }
     }
 
+    /// The tables against a BFS from each destination host itself: shared tables must give every
+    /// node the same ports, in the same order (ECMP picks by index), and the same distance.
+    fn check_against_per_host_bfs(g: &Graph, r: &Routes) {
+        let adj = g.ports();
+        let is_host = |v: usize| g.nodes[v] == NodeKind::Host;
+        for (d, &dst) in g.hosts().iter().enumerate() {
+            let mut dist = vec![UNREACHABLE; g.nodes.len()];
+            dist[dst] = 0;
+            let mut queue = VecDeque::from([dst]);
+            while let Some(u) = queue.pop_front() {
+                if u == dst || !is_host(u) {
+                    for &(_, w) in &adj[u] {
+                        if dist[w] == UNREACHABLE {
+                            dist[w] = dist[u] + 1;
+                            queue.push_back(w);
+                        }
+                    }
+                }
+            }
+            for v in 0..g.nodes.len() {
+                let want: Vec<u16> = (0..adj[v].len())
+                    .filter(|&p| {
+                        let w = adj[v][p].1;
+                        dist[v] != UNREACHABLE && dist[v] > 0 && dist[w] == dist[v] - 1 && (!is_host(w) || w == dst)
+                    })
+                    .map(|p| p as u16)
+                    .collect();
+                assert_eq!(r.next_hops(v, d), &want[..], "node {v} to host {dst}");
+                assert_eq!(r.distance(v, d), dist[v], "node {v} to host {dst}");
+            }
+        }
+    }
+
     #[test]
     fn k8_fat_tree_ecmp() {
         let g = build(&format!("kind = \"fat_tree\"\nk = 8\n{HOST}{FABRIC}"));
@@ -143,6 +231,7 @@ mod tests {
         assert_eq!(r.next_hops(core, 127).len(), 1, "downward paths are unique");
         assert_eq!(r.next_hops(tor, 1).len(), 1);
         check_all_paths(&g, &r);
+        check_against_per_host_bfs(&g, &r);
     }
 
     #[test]
@@ -156,6 +245,7 @@ mod tests {
         assert_eq!(r.distance(leaf0, 31), 3);
         assert_eq!(r.next_hops(leaf0, 3).len(), 1);
         check_all_paths(&g, &r);
+        check_against_per_host_bfs(&g, &r);
     }
 
     #[test]
@@ -171,6 +261,7 @@ mod tests {
             assert_eq!(r.next_hops(6, d), &[d as u16]);
         }
         check_all_paths(&g, &r);
+        check_against_per_host_bfs(&g, &r);
     }
 
     #[test]
@@ -189,6 +280,8 @@ mod tests {
         // Host 2 may still originate traffic on either link; only the one towards 4 is shortest.
         assert_eq!(r.distance(2, 1), 2);
         assert_eq!(r.next_hops(2, 1), &[1]);
+        // Host 2 has a table of its own; hosts 0 and 1 share their switches'.
+        check_against_per_host_bfs(&g, &r);
     }
 
     #[test]
@@ -206,6 +299,7 @@ mod tests {
         assert_eq!(r.next_hops(agg0, 319).len(), 8);
         assert_eq!(r.next_hops(agg0, 16).len(), 1);
         check_all_paths(&g, &r);
+        check_against_per_host_bfs(&g, &r);
     }
 
     #[test]

@@ -455,11 +455,22 @@ fn validate(g: &Graph, who: &str) -> Result<(), String> {
     if let Some(v) = (0..n).find(|&v| !seen[v]) {
         return Err(format!("{who}: switch node {v} is not connected to the hosts"));
     }
-    // Routes hold one entry per (node, host) pair and at most deg(node) ports per entry, indexed
-    // by u32 offsets; refuse sizes that would not fit rather than fail while building them.
-    let (h, n, l) = (hosts.len() as u64, n as u64, g.links.len() as u64);
-    if h * n > MAX_ROUTE_ENTRIES || h * 2 * l > u32::MAX as u64 {
-        return Err(format!("{who}: {h} hosts, {n} nodes and {l} links are too many for the route tables"));
+    // Routes hold one table per switch with hosts (a host hanging off another host has its own),
+    // one entry per node in each and at most deg(node) ports per entry, indexed by u32 offsets;
+    // refuse sizes that would not fit rather than fail while building them.
+    let tables = hosts
+        .iter()
+        .map(|&h| match ports[h][0].1 {
+            peer if g.nodes[peer] == NodeKind::Host => h,
+            peer => peer,
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let (t, n, l) = (tables as u64, n as u64, g.links.len() as u64);
+    if t * n > MAX_ROUTE_ENTRIES || t * 2 * l > u32::MAX as u64 {
+        return Err(format!(
+            "{who}: {t} route tables (one per switch with hosts), {n} nodes and {l} links are too many for the route tables"
+        ));
     }
     Ok(())
 }
