@@ -3,11 +3,10 @@
 //!
 //! Nearly every event of a packet network falls within microseconds of now (a serialization, a
 //! link's delay), so the queue is a timing wheel (a calendar queue of one year): `SLOTS` slots of
-//! about a nanosecond, an occupancy bitmap to skip the empty ones, and in each slot a short list.
-//! A slot's events usually arrive in order (one distinct time, pushed in insertion order); the
-//! slot is sorted when the wheel reaches it only if they did not. Events beyond the horizon
-//! (timeouts, flow arrivals far ahead) wait in a heap and move onto the wheel as it turns.
-//! Events pop in exactly the (time, insertion) order a heap would give.
+//! about a nanosecond, an occupancy bitmap to skip the empty ones, and in each slot a short list
+//! kept in order as events arrive. Events beyond the horizon (timeouts, flow arrivals far ahead)
+//! wait in a heap and move onto the wheel as it turns. Events pop in exactly the (time,
+//! insertion) order a heap would give.
 
 use crate::time::Time;
 use dary_heap::QuaternaryHeap;
@@ -36,15 +35,10 @@ pub struct EventQueue<E> {
     now: Time,
 }
 
-/// One slot's events, `head` the next to pop. They usually arrive in order (one distinct time,
-/// pushed in insertion order); they are sorted when the wheel reaches the slot only if not.
+/// One slot's events in key order, `head` the next to pop.
 struct Slot<E> {
     items: Vec<Entry<E>>,
     head: usize,
-    /// The items are in key order.
-    ordered: bool,
-    /// The wheel is at this slot: pushes must keep the order.
-    current: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -83,7 +77,7 @@ impl<E: Copy> Default for EventQueue<E> {
 impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            slots: (0..SLOTS).map(|_| Slot { items: Vec::new(), head: 0, ordered: true, current: false }).collect(),
+            slots: (0..SLOTS).map(|_| Slot { items: Vec::new(), head: 0 }).collect(),
             occupied: vec![0; (SLOTS / 64) as usize].into_boxed_slice(),
             cur: 0,
             on_wheel: 0,
@@ -110,18 +104,13 @@ impl<E: Copy> EventQueue<E> {
     fn to_wheel(&mut self, e: Entry<E>) {
         let i = (e.slot() & MASK) as usize;
         let slot = &mut self.slots[i];
-        match slot.items.last() {
-            Some(last) if last.key > e.key => {
-                if slot.current {
-                    let at = slot.head + slot.items[slot.head..].partition_point(|x| x.key < e.key);
-                    slot.items.insert(at, e);
-                } else {
-                    slot.ordered = false;
-                    slot.items.push(e);
-                }
-            }
-            _ => slot.items.push(e),
+        // Events reach a slot nearly in order (mostly one distinct time, in insertion order), so
+        // the place is found from the end, usually at once. Popped entries are all earlier.
+        let mut at = slot.items.len();
+        while at > slot.head && slot.items[at - 1].key > e.key {
+            at -= 1;
         }
+        slot.items.insert(at, e);
         self.occupied[i >> 6] |= 1 << (i & 63);
         self.on_wheel += 1;
     }
@@ -137,17 +126,11 @@ impl<E: Copy> EventQueue<E> {
         }
         let i = (self.cur & MASK) as usize;
         let slot = &mut self.slots[i];
-        if !slot.ordered {
-            slot.items.sort_unstable_by_key(|x| x.key);
-            slot.ordered = true;
-        }
-        slot.current = true;
         let e = slot.items[slot.head];
         slot.head += 1;
         if slot.head == slot.items.len() {
             slot.items.clear();
             slot.head = 0;
-            slot.current = false;
             self.occupied[i >> 6] &= !(1 << (i & 63));
         }
         self.on_wheel -= 1;
