@@ -40,6 +40,15 @@ struct HostRoute {
     via_port: u16,
 }
 
+/// The node whose route table serves host `h`: the switch it hangs off by its only link, or
+/// the host itself (linked to another host, or to more than one node).
+pub fn table_target(adj: &[Vec<(usize, usize)>], nodes: &[NodeKind], h: usize) -> usize {
+    match adj[h][..] {
+        [(_, sw)] if nodes[sw] != NodeKind::Host => sw,
+        _ => h,
+    }
+}
+
 impl Routes {
     /// Computes, for each node and each destination host ordinal, the local port numbers (indices into `Graph::ports()[node]`) that lie on a shortest path.
     ///
@@ -57,12 +66,12 @@ impl Routes {
         let mut table_of = vec![OWN; n];
         let mut hosts = Vec::new();
         for h in graph.hosts() {
-            let (table_node, via, via_port) = match adj[h][..] {
-                [(_, sw)] if !is_host[sw] => {
-                    let back = adj[sw].iter().position(|&(_, w)| w == h).expect("links are symmetric");
-                    (sw, sw as u32, port_no(back))
-                }
-                _ => (h, OWN, 0),
+            let table_node = table_target(&adj, &graph.nodes, h);
+            let (via, via_port) = if table_node == h {
+                (OWN, 0)
+            } else {
+                let back = adj[table_node].iter().position(|&(_, w)| w == h).expect("links are symmetric");
+                (table_node as u32, port_no(back))
             };
             if table_of[table_node] == OWN {
                 table_of[table_node] = targets.len() as u32;

@@ -1,6 +1,7 @@
 //! Network topologies: the node/link graph, the `[topology]` scenario table that builds the
 //! standard datacenter shapes, and a reader for the HPCC simulator's topology files.
 
+use super::routing::table_target;
 use crate::time::{Rate, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -458,14 +459,8 @@ fn validate(g: &Graph, who: &str) -> Result<(), String> {
     // Routes hold one table per switch with hosts (a host hanging off another host has its own),
     // one entry per node in each and at most deg(node) ports per entry, indexed by u32 offsets;
     // refuse sizes that would not fit rather than fail while building them.
-    let tables = hosts
-        .iter()
-        .map(|&h| match ports[h][0].1 {
-            peer if g.nodes[peer] == NodeKind::Host => h,
-            peer => peer,
-        })
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
+    let tables =
+        hosts.iter().map(|&h| table_target(&ports, &g.nodes, h)).collect::<std::collections::BTreeSet<_>>().len();
     let (t, n, l) = (tables as u64, n as u64, g.links.len() as u64);
     if t * n > MAX_ROUTE_ENTRIES || t * 2 * l > u32::MAX as u64 {
         return Err(format!(
