@@ -21,10 +21,11 @@ struct {
 	__type(value, __u32);
 } peers SEC(".maps");
 
-// Segments redirected [0] and segments whose socket had no peer in the map [1] (dropped).
+// Segments redirected [0], segments with data whose socket had no peer in the map [1] (dropped),
+// and empty ones with no peer [2]: a FIN that arrives as the proxy closes the pair.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } relay_counts SEC(".maps");
@@ -46,7 +47,7 @@ int relay(struct __sk_buff *skb)
 		.local_port = skb->local_port,
 	};
 	long verdict = bpf_sk_redirect_hash(skb, &peers, &k, 0);
-	count(verdict == SK_PASS ? 0 : 1);
+	count(verdict == SK_PASS ? 0 : skb->len ? 1 : 2);
 	return verdict;
 }
 

@@ -458,14 +458,21 @@ pub enum ProxyCmd {
         mode: proxy::Mode,
     },
     /// Measure every mode on loopback against a checking backend: throughput of checksummed
-    /// streams, short connections per second, and the machine's CPU per byte and per request.
+    /// streams and short connections, the machine's CPU per byte and per request, and what the
+    /// relay adds to a direct path's.
     Bench {
         /// Megabytes each of the two streams carries.
-        #[arg(long, default_value_t = 400)]
+        #[arg(long, default_value_t = 512)]
         megabytes: u64,
         /// Seconds of short connections per mode.
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
+        /// Rounds over all modes, interleaved; the figures are medians, with the range over rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Relay modes to measure besides the direct path (repeat for several; default all).
+        #[arg(long, value_enum)]
+        mode: Vec<proxy::Mode>,
     },
 }
 
@@ -479,32 +486,55 @@ pub fn run_proxy(cmd: ProxyCmd) -> Result<()> {
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
-        ProxyCmd::Bench { megabytes, seconds } => {
-            if megabytes == 0 || !(seconds > 0.0 && seconds <= 600.0) {
-                bail!("--megabytes: expected at least 1; --seconds: expected more than 0 and at most 600");
+        ProxyCmd::Bench { megabytes, seconds, rounds, mode } => {
+            if megabytes == 0 || megabytes > 1 << 20 {
+                bail!("--megabytes: expected 1 to 1048576 megabytes per stream, got {megabytes}");
             }
-            let lo = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
-            let backend = proxy::Backend::start(lo)?;
-            let bytes = megabytes << 20;
-            let mhz = sys::cpu_mhz().unwrap_or(0.0);
-            println!("mode     Gbit/s  CPU s/GB  requests/s  CPU us/request  cycles/request");
-            let row = |name: &str, b: proxy::Measured, s: proxy::Measured| {
-                let us = s.cpu_s / s.units.max(1.0) * 1e6;
-                println!(
-                    "{name:<8} {:>6.2}  {:>8.3}  {:>10.0}  {:>14.1}  {:>14.0}",
-                    b.units * 8.0 / b.wall_s / 1e9,
-                    b.cpu_s / (b.units / 1e9),
-                    s.units / s.wall_s,
-                    us,
-                    us * mhz
-                );
-            };
-            row("direct", proxy::bulk(backend.addr, true, 2, bytes)?, proxy::short(backend.addr, true, 4, seconds)?);
-            for mode in [proxy::Mode::Copy, proxy::Mode::Splice, proxy::Mode::Sockmap] {
-                let p = proxy::Proxy::start(std::net::SocketAddr::new(lo, 0), vec![backend.addr], mode)?;
-                row(&format!("{mode:?}").to_lowercase(), proxy::bulk(p.addr, false, 2, bytes)?, proxy::short(p.addr, false, 4, seconds)?);
+            if !(seconds > 0.0 && seconds <= 600.0) {
+                bail!("--seconds: expected more than 0 and at most 600 seconds, got {seconds}");
             }
-            Ok(())
+            if !(1..=100).contains(&rounds) {
+                bail!("--rounds: expected 1 to 100 rounds, got {rounds}");
+            }
+            let relays = if mode.is_empty() { vec![proxy::Mode::Copy, proxy::Mode::Splice, proxy::Mode::Sockmap] } else { mode };
+            let modes: Vec<_> = std::iter::once(None).chain(relays.into_iter().map(Some)).collect();
+            proxy_bench(megabytes << 20, seconds, rounds, &modes)
         }
     }
+}
+
+/// `sluice proxy bench`: the direct path (`None`) and each relay mode, in interleaved rounds; a
+/// relay's cost is the machine's CPU beyond the direct path's, per byte and per request.
+fn proxy_bench(bytes: u64, seconds: f64, rounds: usize, modes: &[Option<proxy::Mode>]) -> Result<()> {
+    let lo = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let backend = proxy::Backend::start(lo)?;
+    // Per mode, a (bulk, short connections) measurement per round.
+    let mut runs = vec![Vec::new(); modes.len()];
+    for round in 0..rounds {
+        eprintln!("round {} of {rounds}", round + 1);
+        for (i, mode) in modes.iter().enumerate() {
+            let p = mode.map(|m| proxy::Proxy::start(std::net::SocketAddr::new(lo, 0), vec![backend.addr], m)).transpose()?;
+            let (via, direct) = p.as_ref().map_or((backend.addr, true), |p| (p.addr, false));
+            runs[i].push((proxy::bulk(via, direct, 2, bytes)?, proxy::short(via, direct, 4, seconds)?));
+        }
+    }
+    let figures: Vec<_> = runs.iter().map(|r| proxy::BenchFigures::median(r)).collect();
+    let mhz = sys::cpu_mhz().unwrap_or(0.0);
+    println!("medians of {rounds} rounds (range); a relay's cost is the machine's CPU beyond the direct path's");
+    println!("mode     Gbit/s  CPU s/GB             Gbit/s/core  relay CPU s/GB  relay Gbit/s/core  requests/s  CPU us/request  relay cycles/request");
+    for (mode, f) in modes.iter().zip(&figures) {
+        let name = mode.map_or("direct".to_string(), |m| format!("{m:?}").to_lowercase());
+        let (gb, lo_gb, hi_gb) = f.cpu_per_gb;
+        let relay = match mode {
+            Some(_) => {
+                let extra = gb - figures[0].cpu_per_gb.0;
+                let per_core = if extra > 0.0 { format!("{:.1}", 8.0 / extra) } else { "-".into() };
+                let cycles = (f.cpu_us_per_request - figures[0].cpu_us_per_request) * mhz;
+                format!("{extra:>14.3}  {per_core:>17}  {:>10.0}  {:>14.1}  {cycles:>20.0}", f.requests_per_s, f.cpu_us_per_request)
+            }
+            None => format!("{:>14}  {:>17}  {:>10.0}  {:>14.1}  {:>20}", "-", "-", f.requests_per_s, f.cpu_us_per_request, "-"),
+        };
+        println!("{name:<8} {:>6.2}  {gb:>6.3} ({lo_gb:.3}-{hi_gb:.3})  {:>11.1}  {relay}", f.gbit_per_s, 8.0 / gb);
+    }
+    Ok(())
 }

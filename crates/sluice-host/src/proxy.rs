@@ -61,6 +61,18 @@ impl KernelRelay {
     /// mapped to the other.
     fn splice(&self, a: &TcpStream, b: &TcpStream) -> Result<()> {
         let map = self.obj.maps().find(|m| m.name() == "peers").context("the peers map")?;
+        // The kernel retries a redirect to a socket whose send buffer is full only a jiffy later,
+        // which stalls the relay: give both sockets room (root may exceed wmem_max).
+        let size: libc::c_int = 8 << 20;
+        for s in [a, b] {
+            // SAFETY: a live socket, and an option value of the size given.
+            let r = unsafe {
+                libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, (&size as *const libc::c_int).cast(), 4)
+            };
+            if r != 0 {
+                return Err(std::io::Error::last_os_error()).context("setting the relayed sockets' send buffers");
+            }
+        }
         for (from, to) in [(a, b), (b, a)] {
             let key = pair_key(from)?;
             map.update(&key, &(to.as_raw_fd() as u32).to_ne_bytes(), MapFlags::ANY).context("inserting a socket into the sockhash")?;
@@ -69,15 +81,26 @@ impl KernelRelay {
     }
 }
 
+/// What the sockmap relay's verdict program counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelayCounts {
+    /// Segments redirected to the peer socket.
+    pub redirected: u64,
+    /// Segments with data dropped for want of a peer in the map (bytes lost: never expected).
+    pub dropped_data: u64,
+    /// Empty segments (a FIN) dropped for want of a peer: the proxy had already closed the pair.
+    pub dropped_empty: u64,
+}
+
 impl KernelRelay {
-    /// Segments the kernel redirected, and segments it dropped for want of a peer.
-    pub fn counts(&self) -> Result<(u64, u64)> {
+    /// What the verdict program counted so far.
+    pub fn counts(&self) -> Result<RelayCounts> {
         let map = self.obj.maps().find(|m| m.name() == "relay_counts").context("the relay_counts map")?;
         let get = |i: u32| -> Result<u64> {
             let v = map.lookup(&i.to_ne_bytes(), MapFlags::ANY)?.context("a counter")?;
             Ok(u64::from_ne_bytes(v[..8].try_into()?))
         };
-        Ok((get(0)?, get(1)?))
+        Ok(RelayCounts { redirected: get(0)?, dropped_data: get(1)?, dropped_empty: get(2)? })
     }
 }
 
@@ -145,9 +168,8 @@ impl Proxy {
         Ok(Proxy { addr, stop, accepted, relay: kernel, thread: Some(thread) })
     }
 
-    /// In sockmap mode: segments the kernel redirected, and segments it dropped for want of a
-    /// peer in the map.
-    pub fn kernel_counts(&self) -> Option<(u64, u64)> {
+    /// In sockmap mode: what the kernel's verdict program counted.
+    pub fn kernel_counts(&self) -> Option<RelayCounts> {
         self.relay.as_ref().and_then(|r| r.counts().ok())
     }
 
@@ -371,30 +393,36 @@ pub fn machine_cpu_seconds() -> Result<f64> {
     Ok(busy as f64 / hz)
 }
 
-/// A deterministic payload: byte i of stream `seed`.
-pub fn pattern(seed: u64, i: u64) -> u8 {
-    let x = (i ^ seed.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (x >> 56) as u8
-}
+/// A stream's deterministic payload: byte i of stream `seed` is a hash of the stream and
+/// i mod `PERIOD`. The period is prime, so no shift by a segment or write size repeats it; a
+/// stream is made by copying from a table, which keeps the clients' own cost out of what the
+/// benchmark measures.
+pub struct Pattern(Vec<u8>);
 
-/// FNV-1a over a byte stream, to check that a relay kept every byte in order.
-#[derive(Clone, Copy)]
-pub struct Checksum(pub u64);
+/// The pattern's period in bytes: a prime above the 64 KB the clients write at once.
+const PERIOD: usize = 65_537;
 
-impl Default for Checksum {
-    fn default() -> Self {
-        Checksum(0xcbf2_9ce4_8422_2325)
+impl Pattern {
+    /// The pattern of stream `seed`.
+    pub fn new(seed: u64) -> Pattern {
+        let byte = |i: usize| {
+            let x = (i as u64 ^ seed.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            (x >> 56) as u8
+        };
+        // One period, then enough of the next for any write of up to 64 KB to be one slice.
+        Pattern((0..PERIOD + (1 << 16)).map(|i| byte(i % PERIOD)).collect())
+    }
+
+    /// The `len` (at most 64 KB) bytes of the stream from `offset`.
+    pub fn at(&self, offset: u64, len: usize) -> &[u8] {
+        let start = (offset % PERIOD as u64) as usize;
+        &self.0[start..start + len]
     }
 }
 
-impl Checksum {
-    /// Folds `bytes` in.
-    pub fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-}
+/// CRC-32 over a byte stream, to check that a relay kept every byte in order (SIMD-fast, so the
+/// checking backend is not what limits the relay).
+pub type Checksum = crc32fast::Hasher;
 
 /// The backend's answer to a key-value request: a memcached-style 2-byte value, padded to 40 bytes.
 const ANSWER: [u8; 40] = {
@@ -455,7 +483,7 @@ fn sink(mut c: TcpStream) -> std::io::Result<()> {
     c.set_nonblocking(false)?;
     c.set_nodelay(true)?;
     let mut buf = vec![0u8; 1 << 16];
-    let mut sum = Checksum::default();
+    let mut sum = Checksum::new();
     let mut n = 0u64;
     loop {
         let k = c.read(&mut buf)?;
@@ -472,7 +500,7 @@ fn sink(mut c: TcpStream) -> std::io::Result<()> {
     }
     let mut answer = [0u8; 16];
     answer[..8].copy_from_slice(&n.to_be_bytes());
-    answer[8..].copy_from_slice(&sum.0.to_be_bytes());
+    answer[8..].copy_from_slice(&u64::from(sum.finalize()).to_be_bytes());
     c.write_all(&answer)
 }
 
@@ -487,6 +515,37 @@ pub struct Measured {
     pub cpu_s: f64,
 }
 
+/// One mode's figures over several rounds of (bulk, short connections) runs: medians, and the
+/// range of the CPU per byte.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchFigures {
+    /// Bulk throughput, Gbit/s.
+    pub gbit_per_s: f64,
+    /// The machine's busy CPU seconds per GB streamed: (median, least, most).
+    pub cpu_per_gb: (f64, f64, f64),
+    /// Short connections per second.
+    pub requests_per_s: f64,
+    /// The machine's busy CPU microseconds per short connection.
+    pub cpu_us_per_request: f64,
+}
+
+impl BenchFigures {
+    /// The medians of `runs` (at least one).
+    pub fn median(runs: &[(Measured, Measured)]) -> BenchFigures {
+        let of = |f: &dyn Fn(&(Measured, Measured)) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        BenchFigures {
+            gbit_per_s: of(&|(b, _)| b.units * 8.0 / b.wall_s / 1e9).0,
+            cpu_per_gb: of(&|(b, _)| b.cpu_s / (b.units / 1e9)),
+            requests_per_s: of(&|(_, s)| s.units / s.wall_s).0,
+            cpu_us_per_request: of(&|(_, s)| s.cpu_s / s.units.max(1.0) * 1e6).0,
+        }
+    }
+}
+
 /// Streams `bytes` of the pattern over each of `streams` connections (through the proxy at
 /// `via`, or straight to the backend), checking each stream's count and checksum at the backend.
 pub fn bulk(via: SocketAddr, direct: bool, streams: usize, bytes: u64) -> Result<Measured> {
@@ -496,24 +555,22 @@ pub fn bulk(via: SocketAddr, direct: bool, streams: usize, bytes: u64) -> Result
         .map(|seed| {
             thread::spawn(move || -> Result<()> {
                 let mut s = if direct { TcpStream::connect(via)? } else { connect_through(via)? };
-                let mut buf = vec![0u8; 1 << 16];
-                let mut sum = Checksum::default();
+                let pattern = Pattern::new(seed);
+                let mut sum = Checksum::new();
                 let mut sent = 0u64;
                 while sent < bytes {
-                    let k = (bytes - sent).min(buf.len() as u64) as usize;
-                    for (j, b) in buf[..k].iter_mut().enumerate() {
-                        *b = pattern(seed, sent + j as u64);
-                    }
-                    s.write_all(&buf[..k])?;
-                    sum.update(&buf[..k]);
-                    sent += k as u64;
+                    let chunk = pattern.at(sent, (bytes - sent).min(1 << 16) as usize);
+                    s.write_all(chunk)?;
+                    sum.update(chunk);
+                    sent += chunk.len() as u64;
                 }
                 s.shutdown(Shutdown::Write)?;
                 let mut answer = [0u8; 16];
                 s.read_exact(&mut answer).context("reading the backend's count and checksum")?;
                 let (n, got) = (u64::from_be_bytes(answer[..8].try_into()?), u64::from_be_bytes(answer[8..].try_into()?));
-                if n != bytes || got != sum.0 {
-                    bail!("stream {seed}: the backend got {n} bytes with checksum {got:#x}; sent {bytes} with {:#x}", sum.0);
+                let want = u64::from(sum.finalize());
+                if n != bytes || got != want {
+                    bail!("stream {seed}: the backend got {n} bytes with checksum {got:#x}; sent {bytes} with {want:#x}");
                 }
                 Ok(())
             })
