@@ -31,3 +31,18 @@ fn every_relay_mode_carries_every_byte_and_answers_short_connections() {
         }
     }
 }
+
+#[test]
+fn the_benchmark_names_a_bad_flag_and_its_expected_form() {
+    use sluice_host::cli::{run_proxy, ProxyCmd};
+    let bench = |megabytes, seconds, rounds| ProxyCmd::Bench { megabytes, seconds, rounds, mode: vec![] };
+    for (cmd, flag, form) in [
+        (bench(0, 1.0, 3), "--megabytes", "expected 1 to 1048576"),
+        (bench(512, 0.0, 3), "--seconds", "more than 0 and at most 600"),
+        (bench(512, f64::NAN, 3), "--seconds", "more than 0 and at most 600"),
+        (bench(512, 1.0, 0), "--rounds", "expected 1 to 100"),
+    ] {
+        let e = format!("{:#}", run_proxy(cmd).unwrap_err());
+        assert!(e.starts_with(flag) && e.contains(form), "{e}");
+    }
+}
