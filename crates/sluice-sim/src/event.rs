@@ -12,7 +12,9 @@ use crate::time::Time;
 use dary_heap::QuaternaryHeap;
 use std::cmp::Ordering;
 
-/// log2 of a slot's width in picoseconds: 1.024 ns, so a slot holds few distinct times.
+/// log2 of a slot's width in picoseconds: 1.024 ns, so a slot holds few distinct times. (256 ps
+/// slots, four times as many, cost about as many instructions and more cache misses; 4 ns slots
+/// cost 11% more instructions.)
 const SLOT_SHIFT: u32 = 10;
 /// Slots on the wheel (a power of two): a horizon of about 16.8 us, past most datacenter RTTs.
 const SLOTS: u64 = 1 << 14;
