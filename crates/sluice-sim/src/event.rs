@@ -20,6 +20,12 @@ const SLOT_SHIFT: u32 = 10;
 const SLOTS: u64 = 1 << 14;
 const MASK: u64 = SLOTS - 1;
 
+/// The absolute slot of time `at` (picoseconds).
+#[inline(always)]
+fn slot_of(at: u64) -> u64 {
+    at >> SLOT_SHIFT
+}
+
 /// A deterministic future-event list: events pop in time order, ties in insertion order.
 pub struct EventQueue<E> {
     /// The wheel: slot `i` holds events of absolute slot `n` where `n % SLOTS == i` and
@@ -59,7 +65,7 @@ struct Entry<E> {
 }
 impl<E> Entry<E> {
     fn slot(&self) -> u64 {
-        (self.key >> (64 + SLOT_SHIFT)) as u64
+        slot_of((self.key >> 64) as u64)
     }
 }
 impl<E> PartialEq for Entry<E> {
@@ -108,7 +114,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, at: Time, ev: E) {
         let at = at.max(self.now).0;
-        if (at >> SLOT_SHIFT) - self.cur < SLOTS {
+        if slot_of(at) - self.cur < SLOTS {
             self.to_wheel(Timed { at, ev });
         } else {
             self.far.push(Entry { key: (at as u128) << 64 | self.seq as u128, ev });
@@ -117,7 +123,7 @@ impl<E: Copy> EventQueue<E> {
     }
     #[inline(always)]
     fn to_wheel(&mut self, e: Timed<E>) {
-        let i = ((e.at >> SLOT_SHIFT) & MASK) as usize;
+        let i = (slot_of(e.at) & MASK) as usize;
         let items = &mut self.slots[i].items;
         // Events reach a slot nearly in order (mostly one distinct time), so most are appended.
         match items.last() {
