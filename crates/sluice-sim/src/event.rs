@@ -134,13 +134,19 @@ impl<E: Copy> EventQueue<E> {
         self.on_wheel += 1;
     }
 
-    /// Inserts `e` after the last entry not later than it, found from the end (popped entries,
-    /// before the slot's head, are all earlier or equal). A scan from the end costs fewer
-    /// instructions than a bisection here: the place is usually a few entries back.
+    /// Inserts `e` after the last entry not later than it, shifting the later ones up one place
+    /// from the end (popped entries, before the slot's head, are all earlier or equal). The place
+    /// is usually a few entries back, so this costs fewer instructions than a bisection or
+    /// `Vec::insert`'s call to `memmove`.
     #[inline(never)]
     fn insert_in_order(items: &mut Vec<Timed<E>>, e: Timed<E>) {
-        let at = items.iter().rposition(|x| x.at <= e.at).map_or(0, |k| k + 1);
-        items.insert(at, e);
+        items.push(e);
+        let mut k = items.len() - 1;
+        while k > 0 && items[k - 1].at > e.at {
+            items[k] = items[k - 1];
+            k -= 1;
+        }
+        items[k] = e;
     }
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {

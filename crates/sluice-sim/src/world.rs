@@ -582,7 +582,7 @@ impl World {
         match ev {
             Event::Arrive(p) => {
                 let port = &mut self.ports[p as usize];
-                let (_, pkt) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
+                let (_, mut pkt) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
                 if let Some(&(next, _)) = port.link.in_flight.front() {
                     self.q.push(next, Event::Arrive(p));
                 }
@@ -596,7 +596,7 @@ impl World {
                         let sw = &mut self.switches[s as usize];
                         let ports = &mut self.ports[sw.first_port as usize..self.port_base[node as usize + 1] as usize];
                         let mut cx = cx!(self, now);
-                        sw.receive((ingress - sw.first_port) as u16, pkt, ports, &self.routes, &mut cx);
+                        sw.receive((ingress - sw.first_port) as u16, &mut pkt, ports, &self.routes, &mut cx);
                     }
                     Role::Host(h) => self.host_receive(h, pkt, now),
                 }

@@ -57,7 +57,7 @@ impl Nic {
         };
         if let Some(pkt) = pkt {
             cx.counters.packets_sent += 1;
-            port.transmit(self.port, pkt, cx);
+            port.transmit(self.port, &pkt, cx);
             // Wake at the end of serialization only if there is more to send; otherwise the next
             // ACK or flow start calls `send`, which schedules the wake if the port is still busy.
             if self.has_backlog(flows) {

@@ -118,10 +118,10 @@ impl Port {
     /// Starts serializing `pkt` on this port (global id `id`) now; it arrives at the far end
     /// after serialization plus propagation, unless the link loses it.
     #[inline]
-    pub fn transmit(&mut self, id: u32, pkt: Packet, cx: &mut Cx) {
+    pub fn transmit(&mut self, id: u32, pkt: &Packet, cx: &mut Cx) {
         let now = cx.now;
         if let Some(cap) = cx.capture.as_deref_mut() {
-            cap.on_wire(id, &pkt, now);
+            cap.on_wire(id, pkt, now);
         }
         let bytes = pkt.wire_bytes as u64;
         let done = now + self.rate.tx_time(bytes);
@@ -130,14 +130,14 @@ impl Port {
         self.tx_packets += 1;
         // PFC frames are not lost: the model keeps the pause protocol itself reliable.
         if self.link.loss > 0.0 && !pkt.is_pfc() && cx.rng.loss.gen::<f64>() < self.link.loss {
-            cx.drop_packet(&pkt, DropReason::LinkLoss);
+            cx.drop_packet(pkt, DropReason::LinkLoss);
             return;
         }
         let arrival = done + self.link.delay;
         if self.link.in_flight.is_empty() {
             cx.schedule(arrival, Event::Arrive(id));
         }
-        self.link.in_flight.push_back((arrival, pkt));
+        self.link.in_flight.push_back((arrival, *pkt));
     }
 
     /// Makes sure a transmit-done event will wake this port when its serializer frees up.
