@@ -448,6 +448,10 @@ impl CongestionControl for Bbr {
         "bbr"
     }
 
+    fn needs_delivery_rate(&self) -> bool {
+        true
+    }
+
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
         let app_limited = self.update_bw(ack);
         self.update_cycle_phase(ack);

@@ -155,6 +155,12 @@ pub trait CongestionControl: Send {
     fn needs_int(&self) -> bool {
         false
     }
+    /// Whether the algorithm reads the delivery-rate fields of `AckSignals` (`delivered`,
+    /// `delivery_rate`, `prior_delivered`, `is_app_limited`); only then does the sender run the
+    /// per-segment delivery-rate estimator.
+    fn needs_delivery_rate(&self) -> bool {
+        false
+    }
     /// Whether the algorithm consumes HPCC per-hop INT records (the flow then negotiates them:
     /// both stacks and every switch on the path must support INT).
     fn needs_hop_records(&self) -> bool {

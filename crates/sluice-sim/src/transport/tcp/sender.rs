@@ -1,7 +1,7 @@
 //! The TCP sender: what to send next, ACK processing with SACK-based loss recovery (RFC 6675
 //! style), RTO (RFC 6298), classic and per-packet ECN, all driving one congestion controller.
 
-use super::rate_sample::RateSampler;
+use super::rate_sample::{RateSample, RateSampler};
 use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::tlp::TailLossProbe;
@@ -102,8 +102,8 @@ pub struct Sender {
     send_cwr: bool,
     /// RTT estimator and RTO.
     pub rtt: RttEstimator,
-    /// Delivery-rate estimator.
-    pub rate: RateSampler,
+    /// Delivery-rate estimator, for an algorithm that reads its samples.
+    pub rate: Option<RateSampler>,
     /// The retransmission timer.
     pub rto_timer: TimerSlot,
     /// Earliest time the pacer lets the next segment out.
@@ -180,6 +180,7 @@ impl Sender {
         let init_cwnd = cfg.init_cwnd as u64 * mss;
         let mut win = Window { cwnd: init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss };
         cc.init(&mut win);
+        let rate = cc.needs_delivery_rate().then(RateSampler::default);
         Sender {
             phase: if cfg.handshake { Phase::SynSent } else { Phase::Established },
             size,
@@ -203,7 +204,7 @@ impl Sender {
             ecn_cwr_end: 0,
             send_cwr: false,
             rtt: RttEstimator::new(cfg.rto_min, cfg.rto_init, cfg.rto_max),
-            rate: RateSampler::default(),
+            rate,
             rto_timer: TimerSlot::default(),
             pace_next: Time::ZERO,
             retransmits: 0,
@@ -224,6 +225,11 @@ impl Sender {
         self.ecn_mode = if self.ecn_allowed { cc.ecn_mode() } else { EcnMode::Off };
         self.win = Window { cwnd: self.init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss: self.win.mss };
         cc.init(&mut self.win);
+        if !cc.needs_delivery_rate() {
+            self.rate = None;
+        } else if self.rate.is_none() {
+            self.rate = Some(RateSampler::default());
+        }
         self.cc = cc;
     }
 
@@ -418,11 +424,15 @@ impl Sender {
         }
         let Some(mut seg) = seg else {
             if self.nxt >= new_end {
-                self.rate.on_app_limited(pipe);
+                if let Some(r) = self.rate.as_mut() {
+                    r.on_app_limited(pipe);
+                }
             }
             return None;
         };
-        self.rate.on_send(seg.seq, seg.len, now, idle);
+        if let Some(r) = self.rate.as_mut() {
+            r.on_send(seg.seq, seg.len, now, idle);
+        }
         if self.send_cwr && !seg.retransmit {
             seg.flags |= flags::CWR;
             self.send_cwr = false;
@@ -462,7 +472,9 @@ impl Sender {
         if advanced {
             newly += (ack - self.una) - self.sacked.remove_below(ack);
             self.una = ack;
-            self.rate.on_cumulative(ack, now);
+            if let Some(r) = self.rate.as_mut() {
+                r.on_cumulative(ack, now);
+            }
             self.dupacks = 0;
             self.rtt.reset_backoff();
             if now >= pkt.ts_echo {
@@ -474,8 +486,8 @@ impl Sender {
             let e = e.min(self.nxt);
             if e > self.una {
                 let sacked = self.sacked.insert(s.max(self.una), e);
-                if sacked > 0 {
-                    self.rate.on_sacked(s.max(self.una), e, now);
+                if let (true, Some(r)) = (sacked > 0, self.rate.as_mut()) {
+                    r.on_sacked(s.max(self.una), e, now);
                 }
                 newly_sacked += sacked;
             }
@@ -520,7 +532,8 @@ impl Sender {
             self.ecn_cwr_end = self.nxt;
             self.send_cwr = true;
         }
-        let rs = self.rate.sample(self.rtt.min_rtt());
+        let min_rtt = self.rtt.min_rtt();
+        let (delivered, rs) = self.rate.as_mut().map_or((0, RateSample::default()), |r| (r.delivered(), r.sample(min_rtt)));
         let mut signals = AckSignals {
             now,
             acked_bytes: newly,
@@ -544,7 +557,7 @@ impl Sender {
                 _ => None,
             },
             hops: None,
-            delivered: self.rate.delivered(),
+            delivered,
             delivery_rate: rs.delivery_rate,
             prior_delivered: rs.prior_delivered,
             is_app_limited: rs.is_app_limited,
