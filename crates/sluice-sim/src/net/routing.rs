@@ -6,7 +6,7 @@
 //! plus the last link. A fat tree of 10,240 hosts then needs 640 tables, not 10,240.
 
 use super::topology::{Graph, NodeKind};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// Distance of a node that cannot reach the destination.
 const UNREACHABLE: u32 = u32::MAX;
@@ -17,14 +17,73 @@ const OWN: u32 = u32::MAX;
 #[derive(Clone, Debug)]
 pub struct Routes {
     num_nodes: usize,
-    // Target-major flat tables: entry i = table * num_nodes + node. The ports at that pair are
-    // ports[offsets[i]..offsets[i + 1]], so a lookup is two loads with no pointer chasing, and
-    // each table is written in one sequential sweep.
-    offsets: Vec<u32>,
+    // Target-major flat tables: entry i = table * num_nodes + node names the set of ports at
+    // that pair, `sets[entries[i]]`, a range of `ports`. A set is stored once however many
+    // pairs share it (one port down, a switch's uplinks), so `sets` and `ports` stay small and
+    // cached: in a large fabric a lookup misses memory once, on its entry, not on a port list of
+    // its own too.
+    entries: Vec<u32>,
+    sets: Vec<PortSet>,
     ports: Vec<u16>,
     dist: Vec<u32>,
     /// Per host ordinal: where its routes come from.
     hosts: Vec<HostRoute>,
+}
+
+/// A set of equal-cost ports: `ports[start..start + len]`.
+#[derive(Clone, Copy, Debug)]
+struct PortSet {
+    start: u32,
+    len: u32,
+}
+
+/// Stores each distinct set of ports once; the empty set is set 0.
+#[derive(Default)]
+struct SetPool {
+    sets: Vec<PortSet>,
+    ports: Vec<u16>,
+    /// The set holding only port p, by p (most route entries: every way down is one port).
+    single: Vec<u32>,
+    /// Sets of two or more ports.
+    multi: HashMap<Vec<u16>, u32>,
+}
+
+impl SetPool {
+    fn new() -> SetPool {
+        SetPool { sets: vec![PortSet { start: 0, len: 0 }], ..SetPool::default() }
+    }
+
+    /// The index of the set holding `ports`, added if new.
+    fn intern(&mut self, ports: &[u16]) -> u32 {
+        match ports {
+            [] => 0,
+            &[p] => {
+                let p = p as usize;
+                if self.single.len() <= p {
+                    self.single.resize(p + 1, u32::MAX);
+                }
+                if self.single[p] == u32::MAX {
+                    self.single[p] = self.add(ports);
+                }
+                self.single[p]
+            }
+            _ => match self.multi.get(ports) {
+                Some(&i) => i,
+                None => {
+                    let i = self.add(ports);
+                    self.multi.insert(ports.to_vec(), i);
+                    i
+                }
+            },
+        }
+    }
+
+    fn add(&mut self, ports: &[u16]) -> u32 {
+        let start = u32::try_from(self.ports.len()).expect("route port sets exceed u32 offsets");
+        self.ports.extend_from_slice(ports);
+        self.sets.push(PortSet { start, len: ports.len() as u32 });
+        u32::try_from(self.sets.len() - 1).expect("more than 2^32 route port sets")
+    }
 }
 
 /// How routes to one host are found.
@@ -53,8 +112,8 @@ impl Routes {
     /// Computes, for each node and each destination host ordinal, the local port numbers (indices into `Graph::ports()[node]`) that lie on a shortest path.
     ///
     /// Hosts never forward, so no path transits a host. Nodes that cannot reach a destination get
-    /// no ports and distance `u32::MAX`. The graph must have at most 65,535 ports per node and a
-    /// table that fits u32 offsets; graphs from `TopologyConfig::build` are checked for both.
+    /// no ports and distance `u32::MAX`. The graph must have at most 65,535 ports per node;
+    /// graphs from `TopologyConfig::build` are checked for it.
     pub fn compute(graph: &Graph) -> Routes {
         let adj = graph.ports();
         let n = graph.nodes.len();
@@ -80,10 +139,10 @@ impl Routes {
             hosts.push(HostRoute { node: h as u32, table: table_of[table_node], via, via_port });
         }
 
-        let mut offsets = Vec::with_capacity(n * targets.len() + 1);
-        let mut ports = Vec::new();
+        let mut entries = Vec::with_capacity(n * targets.len());
+        let mut pool = SetPool::new();
+        let mut set = Vec::new();
         let mut dist = Vec::with_capacity(n * targets.len());
-        offsets.push(0u32);
         let mut local = vec![UNREACHABLE; n];
         let mut queue = VecDeque::with_capacity(n);
         for &target in &targets {
@@ -107,18 +166,19 @@ impl Routes {
             // the target). A host that was reached but not expanded can still sit one hop closer
             // by coincidence, hence the explicit host check.
             for (v, &dv) in local.iter().enumerate() {
+                set.clear();
                 if dv != UNREACHABLE && dv > 0 {
                     for (p, &(_, w)) in adj[v].iter().enumerate() {
                         if local[w] == dv - 1 && (!is_host[w] || w == target) {
-                            ports.push(port_no(p));
+                            set.push(port_no(p));
                         }
                     }
                 }
-                offsets.push(u32::try_from(ports.len()).expect("route table exceeds u32 offsets"));
+                entries.push(pool.intern(&set));
             }
             dist.extend_from_slice(&local);
         }
-        Routes { num_nodes: n, offsets, ports, dist, hosts }
+        Routes { num_nodes: n, entries, sets: pool.sets, ports: pool.ports, dist, hosts }
     }
 
     /// The equal-cost egress ports at `node` towards host ordinal `dst` (empty at the destination itself).
@@ -131,8 +191,8 @@ impl Routes {
         if node == h.node as usize {
             return &[];
         }
-        let i = h.table as usize * self.num_nodes + node;
-        &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        let set = self.sets[self.entries[h.table as usize * self.num_nodes + node] as usize];
+        &self.ports[set.start as usize..(set.start + set.len) as usize]
     }
 
     /// Hop count (links) from `node` to host ordinal `dst`.
@@ -241,6 +301,23 @@ mod tests {
         assert_eq!(r.next_hops(tor, 1).len(), 1);
         check_all_paths(&g, &r);
         check_against_per_host_bfs(&g, &r);
+    }
+
+    #[test]
+    fn each_distinct_set_of_ports_is_stored_once() {
+        let g = build(&format!("kind = \"fat_tree\"\nk = 8\n{HOST}{FABRIC}"));
+        let r = Routes::compute(&g);
+        let distinct: std::collections::BTreeSet<Vec<u16>> = (0..g.nodes.len())
+            .flat_map(|v| (0..g.hosts().len()).map(move |d| (v, d)))
+            .map(|(v, d)| r.next_hops(v, d).to_vec())
+            .filter(|set| !set.is_empty())
+            .collect();
+        // The empty set, then each non-empty one once: every way down is one of the 8 ports, and
+        // every way up, at a ToR or an aggregation switch, is the same 4 uplinks.
+        assert_eq!(r.sets.len(), distinct.len() + 1);
+        assert_eq!(r.ports.len(), distinct.iter().map(Vec::len).sum::<usize>());
+        assert_eq!(distinct.len(), 8 + 1, "{distinct:?}");
+        assert!(distinct.contains(&vec![4, 5, 6, 7]));
     }
 
     #[test]

@@ -415,7 +415,7 @@ fn check_size(nodes: u64, links: u64) -> Result<(), String> {
 }
 
 /// Checks what the simulator relies on: single-homed hosts, one connected graph, per-node port
-/// numbers that fit in u16 and route tables whose offsets fit in u32. `who` prefixes errors.
+/// numbers that fit in u16 and route tables whose indices fit in u32. `who` prefixes errors.
 fn validate(g: &Graph, who: &str) -> Result<(), String> {
     let hosts = g.hosts();
     if hosts.is_empty() {
@@ -457,8 +457,9 @@ fn validate(g: &Graph, who: &str) -> Result<(), String> {
         return Err(format!("{who}: switch node {v} is not connected to the hosts"));
     }
     // Routes hold one table per switch with hosts (a host hanging off another host has its own),
-    // one entry per node in each and at most deg(node) ports per entry, indexed by u32 offsets;
-    // refuse sizes that would not fit rather than fail while building them.
+    // one entry per node in each and at most deg(node) ports per entry (each distinct set of ports
+    // stored once, indexed by u32 offsets); refuse sizes that would not fit rather than fail
+    // while building them.
     let tables =
         hosts.iter().map(|&h| table_target(&ports, &g.nodes, h)).collect::<std::collections::BTreeSet<_>>().len();
     let (t, n, l) = (tables as u64, n as u64, g.links.len() as u64);
