@@ -225,10 +225,10 @@ impl Sender {
         self.ecn_mode = if self.ecn_allowed { cc.ecn_mode() } else { EcnMode::Off };
         self.win = Window { cwnd: self.init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss: self.win.mss };
         cc.init(&mut self.win);
-        if !cc.needs_delivery_rate() {
+        if cc.needs_delivery_rate() {
+            self.rate.get_or_insert_with(RateSampler::default);
+        } else {
             self.rate = None;
-        } else if self.rate.is_none() {
-            self.rate = Some(RateSampler::default());
         }
         self.cc = cc;
     }
