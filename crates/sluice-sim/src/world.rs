@@ -568,11 +568,36 @@ impl World {
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
         while !self.stopped {
             let Some((now, ev)) = self.q.pop() else { break };
+            self.prefetch_ahead();
             self.clock = now;
             self.events += 1;
             self.step(now, ev);
             if self.events & 0xffff == 0 {
                 progress(now);
+            }
+        }
+    }
+
+    /// Starts loading what the next events will touch, so it arrives while this one runs: a
+    /// run's time goes to memory misses on ports and packets more than to instructions.
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        let (next, after) = self.q.next_two_in_slot();
+        // Two events ahead: the port a packet arrives from or a serializer frees up on.
+        match after {
+            Some(Event::Arrive(p)) => {
+                let port = &self.ports[p as usize];
+                prefetch_bytes(&port.link.in_flight as *const _ as *const u8, 32);
+                prefetch_bytes(&port.peer_node as *const u32 as *const u8, 8);
+            }
+            Some(Event::TxDone(p)) => prefetch_bytes(&self.ports[p as usize] as *const Port as *const u8, std::mem::size_of::<Port>()),
+            _ => {}
+        }
+        // Next: the packet arriving (its port is in cache by now), and the arrival time of the one
+        // behind it.
+        if let Some(Event::Arrive(p)) = next {
+            if let Some(head) = self.ports[p as usize].link.in_flight.front() {
+                prefetch_bytes(head as *const (Time, Packet) as *const u8, std::mem::size_of::<(Time, Packet)>() + 8);
             }
         }
     }
@@ -1405,6 +1430,26 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Hints the CPU to bring the cache lines of `len` bytes at `p` closer; a no-op where there is
+/// no such hint. `len` is a constant at every call, so the loop unrolls.
+#[inline(always)]
+fn prefetch_bytes(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+        unsafe {
+            for line in 0..len / 64 {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8);
+            }
+            // The span's last line, when `p` is not line-aligned.
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(len - 1) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 #[cfg(test)]
