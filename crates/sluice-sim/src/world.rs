@@ -594,10 +594,14 @@ impl World {
             _ => {}
         }
         // Next: the packet arriving (its port is in cache by now), and the arrival time of the one
-        // behind it.
+        // behind it, which the arrival schedules.
         if let Some(Event::Arrive(p)) = next {
-            if let Some(head) = self.ports[p as usize].link.in_flight.front() {
-                prefetch_bytes(head as *const (Time, Packet) as *const u8, std::mem::size_of::<(Time, Packet)>() + 8);
+            let wire = &self.ports[p as usize].link.in_flight;
+            if let Some(head) = wire.front() {
+                prefetch_bytes(head as *const (Time, Packet) as *const u8, std::mem::size_of::<(Time, Packet)>());
+            }
+            if let Some((at, _)) = wire.get(1) {
+                prefetch_bytes(at as *const Time as *const u8, std::mem::size_of::<Time>());
             }
         }
     }
@@ -1441,7 +1445,7 @@ fn prefetch_bytes(p: *const u8, len: usize) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: a prefetch is a hint; it never faults, whatever the address.
         unsafe {
-            for line in 0..len / 64 {
+            for line in 0..len.div_ceil(64) {
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8);
             }
             // The span's last line, when `p` is not line-aligned.
