@@ -5,6 +5,7 @@
 
 use crate::event::EventQueue;
 use crate::net::capture::Capture;
+use crate::net::link::Flying;
 use crate::packet::hpcc_int::HopSlab;
 use crate::packet::Packet;
 use crate::time::Time;
@@ -13,8 +14,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// Everything that happens, dispatched by the one `match` in `World::step`.
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
-    /// The head packet on a port's link reaches the far end (global port id).
-    Arrive(u32),
+    /// The head packet on a port's link reaches the far end (global port id, the packet's place
+    /// in the `Flying` store).
+    Arrive(u32, u32),
     /// A port's serializer finished; it may start the next packet.
     TxDone(u32),
     /// A flow opens.
@@ -145,6 +147,8 @@ pub struct Cx<'a> {
     pub counters: &'a mut Counters,
     /// HPCC per-hop record stacks.
     pub hops: &'a mut HopSlab,
+    /// The packets on the wires.
+    pub flying: &'a mut Flying,
     /// Random streams.
     pub rng: &'a mut Streams,
     /// The packet capture, when the scenario asked for one.
@@ -187,6 +191,7 @@ pub(crate) struct Bench {
     pub q: EventQueue<Event>,
     pub counters: Counters,
     pub hops: HopSlab,
+    pub flying: Flying,
     pub rng: Streams,
     pub now: Time,
 }
@@ -194,10 +199,10 @@ pub(crate) struct Bench {
 #[cfg(test)]
 impl Bench {
     pub fn new() -> Bench {
-        Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), rng: Streams::new(1), now: Time::ZERO }
+        Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), flying: Flying::default(), rng: Streams::new(1), now: Time::ZERO }
     }
 
     pub fn cx(&mut self) -> Cx<'_> {
-        Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, rng: &mut self.rng, capture: None }
+        Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, flying: &mut self.flying, rng: &mut self.rng, capture: None }
     }
 }

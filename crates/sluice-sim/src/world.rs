@@ -15,7 +15,7 @@ use crate::host::splice::Relayed;
 use crate::host::telemetry::{TelemetryLog, TelemetryRow};
 use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::circuit::{CircuitParts, Tor};
-use crate::net::link::Link;
+use crate::net::link::{Flying, Link};
 use crate::net::pfc::{Pfc, PfcConfig};
 use crate::net::port::{Port, TxMeter};
 use crate::net::qdisc::{Discipline, SharedBuffer};
@@ -219,6 +219,8 @@ pub struct World {
     capture: Option<Box<Capture>>,
     /// HPCC per-hop record stacks of the packets (and receivers) that hold one.
     hops: HopSlab,
+    /// The packets on the wires.
+    flying: Flying,
     /// The circuit schedule of a reconfigurable network.
     circuit: Option<CircuitParts>,
     /// Each host's CPU, where it is modelled; empty when no host's is, so the packet path
@@ -259,6 +261,7 @@ macro_rules! cx {
             events: &mut $w.q,
             counters: &mut $w.counters,
             hops: &mut $w.hops,
+            flying: &mut $w.flying,
             rng: &mut $w.rng,
             capture: $w.capture.as_deref_mut(),
         }
@@ -329,7 +332,7 @@ impl World {
         for sw in switches.iter().filter(|s| s.int.is_some()) {
             let n = sw.node as usize;
             for port in &mut ports[port_base[n] as usize..port_base[n + 1] as usize] {
-                port.meter = Some(TxMeter::new(p.int.util_window));
+                port.meter = Some(Box::new(TxMeter::new(p.int.util_window)));
             }
         }
         let capture = p.capture.map(|c| {
@@ -380,6 +383,7 @@ impl World {
                 None => TelemetryLog::new(Time::ZERO, Some(Vec::new())),
             },
             hops: HopSlab::default(),
+            flying: Flying::default(),
             circuit: p.circuit,
             cpus: Vec::new(),
             offloads: Vec::new(),
@@ -583,25 +587,25 @@ impl World {
     #[inline(always)]
     fn prefetch_ahead(&self) {
         let (next, after) = self.q.next_two_in_slot();
-        // Two events ahead: the port a packet arrives from or a serializer frees up on.
+        // Two events ahead: the packet arriving and the port it arrives from, or the port whose
+        // serializer frees up.
         match after {
-            Some(Event::Arrive(p)) => {
+            Some(Event::Arrive(p, place)) => {
                 let port = &self.ports[p as usize];
+                prefetch_bytes(port as *const Port as *const u8, 64);
                 prefetch_bytes(&port.link.in_flight as *const _ as *const u8, 32);
-                prefetch_bytes(&port.peer_node as *const u32 as *const u8, 8);
+                if let Some(pkt) = self.flying.address(place) {
+                    prefetch_bytes(pkt as *const u8, std::mem::size_of::<Packet>());
+                }
             }
             Some(Event::TxDone(p)) => prefetch_bytes(&self.ports[p as usize] as *const Port as *const u8, std::mem::size_of::<Port>()),
             _ => {}
         }
-        // Next: the packet arriving (its port is in cache by now), and the arrival time of the one
-        // behind it, which the arrival schedules.
-        if let Some(Event::Arrive(p)) = next {
-            let wire = &self.ports[p as usize].link.in_flight;
-            if let Some(head) = wire.front() {
-                prefetch_bytes(head as *const (Time, Packet) as *const u8, std::mem::size_of::<(Time, Packet)>());
-            }
-            if let Some((at, _)) = wire.get(1) {
-                prefetch_bytes(at as *const Time as *const u8, std::mem::size_of::<Time>());
+        // Next: the wire's handle of the packet behind the arriving one, whose arrival it
+        // schedules (the port is in cache by now).
+        if let Some(Event::Arrive(p, _)) = next {
+            if let Some(behind) = self.ports[p as usize].link.in_flight.get(1) {
+                prefetch_bytes(behind as *const (Time, u32) as *const u8, std::mem::size_of::<(Time, u32)>());
             }
         }
     }
@@ -609,13 +613,15 @@ impl World {
     /// The one dispatch: each event goes to the element it concerns.
     fn step(&mut self, now: Time, ev: Event) {
         match ev {
-            Event::Arrive(p) => {
+            Event::Arrive(p, place) => {
                 let port = &mut self.ports[p as usize];
-                let (_, mut pkt) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
-                if let Some(&(next, _)) = port.link.in_flight.front() {
-                    self.q.push(next, Event::Arrive(p));
-                }
                 let (node, ingress) = (port.peer_node, port.peer_port);
+                let (_, head) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
+                debug_assert_eq!(head, place);
+                if let Some(&(next, behind)) = port.link.in_flight.front() {
+                    self.q.push(next, Event::Arrive(p, behind));
+                }
+                let mut pkt = self.flying.take(head);
                 if pkt.is_pfc() {
                     self.on_pfc_frame(ingress, &pkt, now);
                     return;
@@ -1309,6 +1315,10 @@ impl World {
     pub fn switch_mut(&mut self, s: usize) -> &mut Switch {
         &mut self.switches[s]
     }
+    /// The packets on the wires, mutably: a test may leak one to check the conservation check.
+    pub fn flying_mut(&mut self) -> &mut Flying {
+        &mut self.flying
+    }
     /// A node's display name ("h3", "sw0").
     pub fn node_name(&self, node: u32) -> &str {
         &self.node_names[node as usize]
@@ -1342,7 +1352,11 @@ impl World {
     /// byte once and in order, as counted apart from the transport.
     pub fn check_conservation(&self) -> Result<(), String> {
         let c = &self.counters;
-        let in_flight = |p: &Port| p.link.in_flight.iter().filter(|(_, pkt)| !pkt.is_pfc()).count();
+        let in_flight = |p: &Port| p.link.in_flight.iter().filter(|&&(_, i)| !self.flying.get(i).is_pfc()).count();
+        let on_wires: usize = self.ports.iter().map(|p| p.link.in_flight.len()).sum();
+        if self.flying.len() != on_wires {
+            return Err(format!("wire store broken: {} packets stored != {} on the wires", self.flying.len(), on_wires));
+        }
         let in_voqs = self.switches.iter().filter_map(|s| s.tor.as_deref()).map(|t| t.queued().count() as u64).sum::<u64>();
         let in_network: u64 = self.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum::<u64>() + in_voqs;
         if c.packets_sent != c.packets_delivered + c.drops() + in_network {
@@ -1380,7 +1394,7 @@ impl World {
         // Every hop-record stack in use is held by a packet in the network or a NIC queue, or by
         // a receiver about to echo it; anything else leaked or was freed twice.
         let voqs = self.switches.iter().filter_map(|s| s.tor.as_deref()).flat_map(|t| t.queued());
-        let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|(_, pkt)| pkt))).chain(voqs);
+        let queued = self.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|&(_, i)| self.flying.get(i)))).chain(voqs);
         // Replies a host's CPU has not finished producing are held by the host.
         let cpu_jobs = || self.cpus.iter().flatten().flat_map(|c| c.jobs());
         let held_by_packets = queued

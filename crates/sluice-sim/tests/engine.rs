@@ -55,6 +55,16 @@ fn conservation_catches_corrupted_buffer_accounting() {
     assert!(err.contains("buffer accounting broken at sw0"), "{err}");
 }
 
+#[test]
+fn conservation_catches_a_packet_leaked_from_the_wires() {
+    let mut world = run_text(INCAST, &[]);
+    assert!(world.check_conservation().is_ok());
+    // A packet stored for a wire that no wire holds: its place would never be freed.
+    world.flying_mut().put(&Packet::default());
+    let err = world.check_conservation().unwrap_err();
+    assert!(err.contains("wire store broken"), "{err}");
+}
+
 /// Two receivers behind one switch, one on a 10 Gb/s port and one on a 25 Gb/s port, each the
 /// target of two DCTCP senders on 25 Gb/s links.
 const TWO_RATES: &str =

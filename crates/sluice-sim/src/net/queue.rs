@@ -6,11 +6,13 @@ use std::collections::VecDeque;
 
 /// Strict-priority bands of one egress port (band 0 is served first).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct PortQueue {
-    bands: Vec<VecDeque<Packet>>,
-    band_bytes: Vec<u64>,
+    // First, so an idle port's check for an empty queue shares the wire's cache line.
     bytes: u64,
     unimportant: u64,
+    bands: Vec<VecDeque<Packet>>,
+    band_bytes: Vec<u64>,
 }
 
 impl PortQueue {

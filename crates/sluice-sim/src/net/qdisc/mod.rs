@@ -54,13 +54,14 @@ pub enum Verdict {
 
 /// One port's discipline: its colour threshold, its admission limit and its marking.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
 pub struct Discipline {
+    /// ECN marking (first: an idle port reads only its kind).
+    pub marking: Marking,
     /// TLT: unimportant packets are dropped before the port's unimportant bytes reach this.
     pub colour: Option<ColourThreshold>,
     /// A cap on the port's queue in bytes, besides the shared buffer's dynamic threshold.
     pub limit: Option<u64>,
-    /// ECN marking.
-    pub marking: Marking,
     /// Drop, rather than queue, non-ECT packets where an ECT packet would be marked.
     pub drop_non_ect: bool,
 }
