@@ -29,6 +29,12 @@ fn slot_of(at: u64) -> u64 {
     at >> SLOT_SHIFT
 }
 
+/// Time `at`'s place within its slot.
+#[inline(always)]
+fn within_slot(at: u64) -> u32 {
+    (at & ((1 << SLOT_SHIFT) - 1)) as u32
+}
+
 /// A deterministic future-event list: events pop in time order, ties in insertion order.
 pub struct EventQueue<E> {
     /// The wheel: slot `i` holds events of absolute slot `n` where `n % SLOTS == i` and
@@ -52,12 +58,14 @@ struct Slot<E> {
     head: usize,
 }
 
-/// An event on the wheel. Its time alone orders it: events of a slot arrive in insertion order
-/// (the far heap hands its events over, in order, before the wheel can take any other for that
-/// slot), so a stable insert keeps ties first in, first out.
+/// An event on the wheel, with its time's place within its slot: the slot's position on the
+/// wheel gives the rest, and 16 bytes rather than 24 keep a slot in fewer cache lines. Its time
+/// alone orders it: events of a slot arrive in insertion order (the far heap hands its events
+/// over, in order, before the wheel can take any other for that slot), so a stable insert keeps
+/// ties first in, first out.
 #[derive(Clone, Copy)]
 struct Timed<E> {
-    at: u64,
+    within: u32,
     ev: E,
 }
 
@@ -118,19 +126,20 @@ impl<E: Copy> EventQueue<E> {
     pub fn push(&mut self, at: Time, ev: E) {
         let at = at.max(self.now).0;
         if slot_of(at) - self.cur < SLOTS {
-            self.to_wheel(Timed { at, ev });
+            self.to_wheel(at, ev);
         } else {
             self.far.push(Entry { key: (at as u128) << 64 | self.seq as u128, ev });
             self.seq += 1;
         }
     }
     #[inline(always)]
-    fn to_wheel(&mut self, e: Timed<E>) {
-        let i = (slot_of(e.at) & MASK) as usize;
+    fn to_wheel(&mut self, at: u64, ev: E) {
+        let i = (slot_of(at) & MASK) as usize;
         let items = &mut self.slots[i].items;
+        let e = Timed { within: within_slot(at), ev };
         // Events reach a slot nearly in order (mostly one distinct time), so most are appended.
         match items.last() {
-            Some(last) if last.at > e.at => Self::insert_in_order(items, e),
+            Some(last) if last.within > e.within => Self::insert_in_order(items, e),
             _ => items.push(e),
         }
         self.occupied[i >> 6] |= 1 << (i & 63);
@@ -145,7 +154,7 @@ impl<E: Copy> EventQueue<E> {
     fn insert_in_order(items: &mut Vec<Timed<E>>, e: Timed<E>) {
         items.push(e);
         let mut k = items.len() - 1;
-        while k > 0 && items[k - 1].at > e.at {
+        while k > 0 && items[k - 1].within > e.within {
             items[k] = items[k - 1];
             k -= 1;
         }
@@ -175,7 +184,7 @@ impl<E: Copy> EventQueue<E> {
             self.occupied[i >> 6] &= !(1 << (i & 63));
         }
         self.on_wheel -= 1;
-        self.now = Time(e.at);
+        self.now = Time(self.cur << SLOT_SHIFT | e.within as u64);
         Some((self.now, e.ev))
     }
 
@@ -220,7 +229,7 @@ impl<E: Copy> EventQueue<E> {
                 break;
             }
             let e = self.far.pop().expect("peeked");
-            self.to_wheel(Timed { at: (e.key >> 64) as u64, ev: e.ev });
+            self.to_wheel((e.key >> 64) as u64, e.ev);
         }
     }
 

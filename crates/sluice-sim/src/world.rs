@@ -332,7 +332,7 @@ impl World {
         for sw in switches.iter().filter(|s| s.int.is_some()) {
             let n = sw.node as usize;
             for port in &mut ports[port_base[n] as usize..port_base[n + 1] as usize] {
-                port.meter = Some(Box::new(TxMeter::new(p.int.util_window)));
+                port.meter = Some(TxMeter::new(p.int.util_window));
             }
         }
         let capture = p.capture.map(|c| {

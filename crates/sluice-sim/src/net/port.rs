@@ -40,10 +40,10 @@ pub struct Port {
     pub tx_event_pending: bool,
     /// The outgoing wire.
     pub link: Link,
+    /// Recent transmit rate, kept on ports of INT-capable switches.
+    pub meter: Option<TxMeter>,
     /// Packets waiting to be serialized.
     pub queue: PortQueue,
-    /// Recent transmit rate, kept on ports of INT-capable switches.
-    pub meter: Option<Box<TxMeter>>,
     /// Admission limits and ECN marking for this port's queue.
     pub discipline: Discipline,
     /// PFC frames waiting for the serializer, sent before any queued packet.
