@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 
 /// One egress port of a node, owning the outgoing direction of its link.
 ///
-/// Laid out so that a packet crossing an idle port touches the first three cache lines only:
-/// the serializer and counters, then the wire and the queue's byte count, then the marking.
+/// Laid out so that a packet crossing an idle port touches its first four cache lines only: the
+/// serializer and counters; the wire and the meter; the queue's byte count; the marking.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Port {

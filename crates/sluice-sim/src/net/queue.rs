@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct PortQueue {
-    // First, so an idle port's check for an empty queue shares the wire's cache line.
+    // First: the byte count is all an idle port reads, and `Port` lays the queue out early.
     bytes: u64,
     unimportant: u64,
     bands: Vec<VecDeque<Packet>>,
