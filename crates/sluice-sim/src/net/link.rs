@@ -55,7 +55,7 @@ impl Flying {
         self.places[i as usize]
     }
 
-    /// The packet in place `i` (which must be taken).
+    /// The packet in place `i` (a place that holds one).
     pub fn get(&self, i: u32) -> &Packet {
         &self.places[i as usize]
     }
