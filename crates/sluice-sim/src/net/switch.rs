@@ -51,12 +51,19 @@ impl Switch {
             self.to_rack(dst, pkt, ports, cx);
             return;
         }
-        let hops = routes.next_hops(self.node as usize, pkt.dst as usize);
-        let egress = hops[ecmp_pick(pkt.hash, self.salt, hops.len())] as usize;
+        let egress = self.route(pkt, routes).expect("topology checks keep every host reachable from every switch");
         if pkt.is_syn() {
             self.offer(&mut pkt.caps, &ports[egress]);
         }
         self.enqueue(egress, pkt, ports, cx);
+    }
+
+    /// The local port `pkt` leaves by, by ECMP over the equal-cost next hops towards its
+    /// destination (`None` only at a node that cannot reach it).
+    #[inline(always)]
+    pub fn route(&self, pkt: &Packet, routes: &Routes) -> Option<usize> {
+        let hops = routes.next_hops(self.node as usize, pkt.dst as usize);
+        hops.get(ecmp_pick(pkt.hash, self.salt, hops.len())).map(|&p| p as usize)
     }
 
     /// A packet for another rack joins that rack's VOQ, and whichever uplink is free takes what
