@@ -624,7 +624,7 @@ impl World {
     }
 
     /// Routes the packet in `place`, about to reach `node`, ahead, and prefetches the port a
-    /// switch there will send it out of.
+    /// switch there will send it out of. Out of line, so the loop stays as lean where it is off.
     #[inline(never)]
     fn prefetch_egress(&self, node: u32, place: u32) {
         if let Role::Switch(s) = self.roles[node as usize] {
