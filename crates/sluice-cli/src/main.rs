@@ -1,5 +1,6 @@
 //! The `sluice` command: run, check, list, sweep and report.
 
+mod huge_pages;
 mod report;
 mod sweep;
 
@@ -116,6 +117,9 @@ fn seed_override(seed: u64) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Run { .. } | Command::Sweep(_)) {
+        huge_pages::restart_on_huge_pages();
+    }
     let result = match cli.command {
         Command::Run { scenario, out, seed, mut overrides, quiet } => {
             if let Some(s) = seed {
