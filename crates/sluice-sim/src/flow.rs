@@ -56,6 +56,9 @@ pub struct Flow {
     app_received: u64,
     delivery_fault: Option<String>,
     kept: Kept,
+    /// The connection is built when the flow starts; until then the record reports what an
+    /// unopened one would.
+    waiting: bool,
 }
 
 /// What stays of a transport once it is released.
@@ -98,6 +101,7 @@ impl Flow {
             app_received: 0,
             delivery_fault: None,
             kept: Kept::default(),
+            waiting: false,
         }
     }
 
@@ -194,6 +198,25 @@ impl Flow {
     /// The first delivery fault, if any.
     pub fn delivery_fault(&self) -> Option<&str> {
         self.delivery_fault.as_deref()
+    }
+
+    /// Drops the unopened connection until the flow starts, keeping what the outputs report of
+    /// it (the flow may never start before the run ends).
+    pub fn wait_to_connect(&mut self) {
+        self.release();
+        self.waiting = true;
+    }
+
+    /// Whether the connection waits to be built at the flow's start.
+    pub fn waits_to_connect(&self) -> bool {
+        self.waiting
+    }
+
+    /// Takes the connection of `fresh`, the same flow built anew, as the flow starts.
+    pub fn connect(&mut self, fresh: Flow) {
+        self.transport = fresh.transport;
+        self.kept = Kept::default();
+        self.waiting = false;
     }
 
     /// Drops the transport's state, keeping what the outputs report.

@@ -197,6 +197,8 @@ pub struct World {
     connections: HashMap<(usize, usize, usize), u32>,
     /// Flows known at build time, started in order by a chain of events; later ones come from apps.
     static_flows: usize,
+    /// The static flows' specs, from which each one's connection is built when it starts.
+    specs: Vec<FlowSpec>,
     next_start: usize,
     apps: Vec<Box<dyn App>>,
     app_io: AppIo,
@@ -360,6 +362,7 @@ impl World {
             flows: Vec::with_capacity(p.flows.len()),
             connections: HashMap::new(),
             static_flows: p.flows.len(),
+            specs: Vec::new(),
             next_start: 0,
             apps: p.apps,
             app_io: AppIo::default(),
@@ -404,8 +407,13 @@ impl World {
             world.offloads = (0..hosts).map(|h| o.hosts.contains(&(h as usize)).then(|| Box::new(Offload::new(h, o, p.seed)))).collect();
         }
         for spec in &p.flows {
-            world.add_flow(spec);
+            let f = world.add_flow(spec);
+            // Built to fill in the record (the flow's real MSS, base RTT and ideal FCT); the
+            // connection itself waits for the flow's start, so memory grows with the flows
+            // that have started, not with the whole workload.
+            world.flows[f as usize].wait_to_connect();
         }
+        world.specs = p.flows;
         for (a, app) in world.apps.iter().enumerate() {
             world.q.push(app.start_time(), Event::AppStart(a as u32));
         }
@@ -434,14 +442,19 @@ impl World {
 
     /// Adds a flow; flows known at build time must be added in start-time order.
     fn add_flow(&mut self, spec: &FlowSpec) -> u32 {
-        let id = self.flows.len() as u32;
+        let flow = self.new_flow(spec, self.flows.len() as u32);
+        self.push_flow(flow, spec)
+    }
+
+    /// Flow `id` of `spec`, with its record filled in and its connection built.
+    fn new_flow(&self, spec: &FlowSpec, id: u32) -> Flow {
         let (src, dst) = (spec.src as u32, spec.dst as u32);
         let hash_fwd = flow_hash(src, dst, id, false);
         let hash_rev = flow_hash(dst, src, id, true);
         let class = &self.classes[spec.class];
         let link_rate = self.ports[self.nics[spec.src].port as usize].rate;
         if class.rdma {
-            return self.add_queue_pair(spec, id, hash_fwd, hash_rev, link_rate);
+            return self.new_queue_pair(spec, id, hash_fwd, hash_rev, link_rate);
         }
         let mss = self.tcp.mss();
         let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO };
@@ -496,12 +509,12 @@ impl World {
         if let Some(s) = spec.size {
             flow.ideal_fct = base_rtt + link_rate.tx_time(self.tcp.wire_bytes_at(s, flow_mss));
         }
-        self.push_flow(flow, spec)
+        flow
     }
 
-    /// Adds flow `id` of an RDMA class as a queue pair; its algorithm's T is the path's round
-    /// trip at full packets, and IRN's cap one bandwidth-delay product of it.
-    fn add_queue_pair(&mut self, spec: &FlowSpec, id: u32, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> u32 {
+    /// Flow `id` of an RDMA class, as a queue pair; its algorithm's T is the path's round trip
+    /// at full packets, and IRN's cap one bandwidth-delay product of it.
+    fn new_queue_pair(&self, spec: &FlowSpec, id: u32, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> Flow {
         let (src, dst) = (spec.src as u32, spec.dst as u32);
         let class = &self.classes[spec.class];
         let (cfg, tlt_every) = &self.rdma;
@@ -522,7 +535,17 @@ impl World {
         if let Some(t) = ideal {
             flow.ideal_fct = t;
         }
-        self.push_flow(flow, spec)
+        flow
+    }
+
+    /// Builds flow `f`'s connection now, if it still waits for its start: a probe can then wrap
+    /// its algorithm before the run, and a packet ahead of the start finds the server listening.
+    #[inline]
+    pub fn connect_now(&mut self, f: u32) {
+        if self.flows[f as usize].waits_to_connect() {
+            let fresh = self.new_flow(&self.specs[f as usize], f);
+            self.flows[f as usize].connect(fresh);
+        }
     }
 
     /// Records a new flow's QoS and counts it among the finite or endless flows.
@@ -690,6 +713,7 @@ impl World {
                     if self.next_start < self.static_flows {
                         self.q.push(self.flows[self.next_start].start, Event::FlowStart(self.next_start as u32));
                     }
+                    self.connect_now(f);
                 }
                 self.with_transport(f, now, |t, io, cx| t.open(io, cx));
             }
@@ -734,7 +758,12 @@ impl World {
                 self.q.push(now + self.queue_interval, Event::Sample(SampleKind::Queues));
             }
             Event::Sample(SampleKind::Cwnd) => {
-                for &f in &self.cwnd_flows {
+                for i in 0..self.cwnd_flows.len() {
+                    let f = self.cwnd_flows[i];
+                    if self.flows[f as usize].start <= now {
+                        // Its start may come later in this instant: its window is the initial one.
+                        self.connect_now(f);
+                    }
                     let flow = &self.flows[f as usize];
                     if let (true, None, Some(t)) = (flow.start <= now, flow.finish, flow.transport.as_ref()) {
                         let (win, cc) = t.congestion();
@@ -828,6 +857,8 @@ impl World {
     /// The stack of host `h` (its NIC's offload first) takes a packet.
     fn host_stack(&mut self, h: u32, pkt: Packet, now: Time) {
         let f = pkt.flow;
+        // A packet ahead of its flow's start (forged, or injected) finds the server listening.
+        self.connect_now(f);
         let flow = &mut self.flows[f as usize];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
         if flow.transport.is_none() {
@@ -1540,6 +1571,7 @@ receiver = 1
         let loaded = crate::scenario::parse(text, "t.toml", std::path::Path::new("."), &[]).unwrap();
         let mut world = crate::scenario::build(&loaded).unwrap();
         let ticks = Arc::new(AtomicU64::new(0));
+        world.connect_now(0);
         world.flows[0].tcp_mut().unwrap().sender.cc = Box::new(Ticker(ticks.clone()));
         world.run(&mut |_| {});
         // Ticks at 100, 200, ..., 900 us; the one at 1 ms comes after the end.

@@ -9,7 +9,9 @@ use sluice_sim::cc::negotiation::Negotiation;
 use sluice_sim::metrics::pcap::{PcapSink, CAPS_OPTION_KIND};
 use sluice_sim::net::qdisc::{Red, RedDecision, RedParams, Spacing};
 use sluice_sim::packet::{flags, Caps, Packet};
+use sluice_sim::scenario;
 use sluice_sim::time::{Rate, Time};
+use std::path::Path;
 
 const INCAST: &str = r#"
 [sim]
@@ -196,6 +198,46 @@ fn red_marks_as_ns3_red_with_gentle_mode_within_sampling_error() {
             assert!((measured - expected).abs() <= tolerance, "{spacing:?} at {q} B: {measured} vs {expected} ± {tolerance}");
         }
     }
+}
+
+#[test]
+fn a_connection_is_built_when_its_flow_starts_and_released_when_done() {
+    // Three flows; the last starts after the run ends.
+    let text = r#"
+[sim]
+duration = "1ms"
+[topology]
+kind = "star"
+hosts = 3
+host_rate = "10Gbps"
+host_delay = "5us"
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "flows"
+flows = [
+  { src = 0, dst = 2, size = "20KB", start = "0us" },
+  { src = 1, dst = 2, size = "20KB", start = "100us" },
+  { src = 0, dst = 1, size = "20KB", start = "2ms" },
+]
+"#;
+    let loaded = scenario::parse(text, "test.toml", Path::new("."), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = scenario::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
+    for f in world.flows() {
+        assert!(f.transport.is_none() && f.waits_to_connect(), "flow {} has a connection before it starts", f.id);
+        assert!(f.ideal_fct > f.base_rtt && f.base_rtt > Time::ZERO, "flow {}'s record is filled in", f.id);
+    }
+    world.run(&mut |_| {});
+    world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
+    let flows = world.flows();
+    for f in &flows[..2] {
+        assert!(f.finish.is_some() && !f.waits_to_connect() && f.transport.is_none(), "flow {} ran and was released", f.id);
+        assert_eq!(f.bytes_delivered(), 20_000);
+    }
+    let never = &flows[2];
+    assert!(never.finish.is_none() && never.waits_to_connect() && never.transport.is_none());
+    // What the outputs say of a flow that never started is what its unopened connection says.
+    assert_eq!((never.cc_name(), never.retransmits(), never.bytes_delivered()), ("dctcp", 0, 0));
 }
 
 const ONE_FLOW: &str = r#"
