@@ -212,9 +212,9 @@ impl Flow {
         self.waiting
     }
 
-    /// Takes the connection of `fresh`, the same flow built anew, as the flow starts.
-    pub fn connect(&mut self, fresh: Flow) {
-        self.transport = fresh.transport;
+    /// Takes its connection, built anew as the flow starts.
+    pub fn connect(&mut self, transport: Option<Transport>) {
+        self.transport = transport;
         self.kept = Kept::default();
         self.waiting = false;
     }

@@ -543,9 +543,16 @@ impl World {
     #[inline]
     pub fn connect_now(&mut self, f: u32) {
         if self.flows[f as usize].waits_to_connect() {
-            let fresh = self.new_flow(&self.specs[f as usize], f);
-            self.flows[f as usize].connect(fresh);
+            self.connect_waiting(f);
         }
+    }
+
+    /// Builds a waiting flow's connection; out of line, as the stack checks on every packet.
+    #[cold]
+    #[inline(never)]
+    fn connect_waiting(&mut self, f: u32) {
+        let fresh = self.new_flow(&self.specs[f as usize], f);
+        self.flows[f as usize].connect(fresh.transport);
     }
 
     /// Records a new flow's QoS and counts it among the finite or endless flows.
