@@ -11,6 +11,7 @@ pub mod host;
 pub mod metrics;
 pub mod net;
 pub mod packet;
+mod prefetch;
 pub mod scenario;
 pub mod time;
 pub mod transport;

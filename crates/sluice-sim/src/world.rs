@@ -25,6 +25,7 @@ use crate::net::topology::{Graph, NodeKind};
 use crate::packet::hpcc_int::HopSlab;
 use crate::packet::tcp_int::IntEncoding;
 use crate::packet::Packet;
+use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::time::{Rate, Time};
 use crate::transport::rdma::{QueuePair, RdmaConfig};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, State, TcpConfig, TcpConnection};
@@ -636,7 +637,7 @@ impl World {
                     prefetch_bytes(pkt as *const u8, std::mem::size_of::<Packet>());
                 }
             }
-            Some(Event::TxDone(p)) => prefetch_bytes(&self.ports[p as usize] as *const Port as *const u8, std::mem::size_of::<Port>()),
+            Some(Event::TxDone(p)) => prefetch(&self.ports[p as usize]),
             _ => {}
         }
         // Next: the wire's handle of the packet behind the arriving one, whose arrival it
@@ -645,7 +646,7 @@ impl World {
         if let Some(Event::Arrive(p, place)) = next {
             let port = &self.ports[p as usize];
             if let Some(behind) = port.link.in_flight.get(1) {
-                prefetch_bytes(behind as *const (Time, u32) as *const u8, std::mem::size_of::<(Time, u32)>());
+                prefetch(behind);
             }
             if self.route_ahead {
                 self.prefetch_egress(port.peer_node, place);
@@ -1513,26 +1514,6 @@ impl World {
         }
         Ok(())
     }
-}
-
-/// Hints the CPU to bring the cache lines of `len` bytes at `p` closer; a no-op where there is
-/// no such hint. `len` is a constant at every call, so the loop unrolls.
-#[inline(always)]
-fn prefetch_bytes(p: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-        unsafe {
-            for line in 0..len.div_ceil(64) {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8);
-            }
-            // The span's last line, when `p` is not line-aligned.
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(len - 1) as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
 }
 
 #[cfg(test)]

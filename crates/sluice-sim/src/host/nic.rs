@@ -51,31 +51,36 @@ impl Nic {
             0 => self.ctrl.pop_front(),
             _ => self.ctrl.iter().position(|p| !is_paused(paused, p.prio)).and_then(|i| self.ctrl.remove(i)),
         };
-        let pkt = match ctrl {
-            Some(p) => Some(p),
-            None => self.next_data_packet(flows, paused, cx),
+        let (pkt, data_from) = match ctrl {
+            Some(p) => (Some(p), None),
+            None => match self.next_data_packet(flows, paused, cx) {
+                Some((p, f)) => (Some(p), Some(f)),
+                None => (None, None),
+            },
         };
         if let Some(pkt) = pkt {
             cx.counters.packets_sent += 1;
             port.transmit(self.port, &pkt, cx);
             // Wake at the end of serialization only if there is more to send; otherwise the next
             // ACK or flow start calls `send`, which schedules the wake if the port is still busy.
-            if self.has_backlog(flows) {
+            if self.has_backlog(flows, data_from) {
                 port.wake_when_free(self.port, cx);
             }
         }
     }
 
-    /// Whether a control packet is queued or an active flow's window lets it send.
-    fn has_backlog(&self, flows: &[Flow]) -> bool {
-        !self.ctrl.is_empty()
-            || self.active.iter().any(|f| flows[f as usize].transport.as_ref().is_some_and(|t| t.has_sendable()))
+    /// Whether a control packet is queued or an active flow's window lets it send. The flow that
+    /// sent the last data packet (`data_from`, active again) is asked first: it is in cache and
+    /// most often the one with more to send, where the others' state is a miss each.
+    fn has_backlog(&self, flows: &[Flow], data_from: Option<u32>) -> bool {
+        let sendable = |f: u32| flows[f as usize].transport.as_ref().is_some_and(|t| t.has_sendable());
+        !self.ctrl.is_empty() || data_from.is_some_and(sendable) || self.active.iter().any(sendable)
     }
 
     /// The scheduler: the highest-priority band with a flow ready to send and not paused by PFC,
     /// round robin within it, skipping flows their pacer or rate limiter holds back (and waking
-    /// for the earliest).
-    fn next_data_packet(&mut self, flows: &mut [Flow], paused: u8, cx: &mut Cx) -> Option<Packet> {
+    /// for the earliest). Returns the packet and its flow.
+    fn next_data_packet(&mut self, flows: &mut [Flow], paused: u8, cx: &mut Cx) -> Option<(Packet, u32)> {
         let mut earliest: Option<Time> = None;
         for band in 0..self.active.bands() {
             if is_paused(paused, band as u8) {
@@ -95,7 +100,7 @@ impl Nic {
     }
 
     /// One round-robin pass over a priority band; notes the earliest time a held flow may send.
-    fn next_in_band(&mut self, band: usize, flows: &mut [Flow], cx: &mut Cx, earliest: &mut Option<Time>) -> Option<Packet> {
+    fn next_in_band(&mut self, band: usize, flows: &mut [Flow], cx: &mut Cx, earliest: &mut Option<Time>) -> Option<(Packet, u32)> {
         let now = cx.now;
         for _ in 0..self.active.band_len(band) {
             let f = self.active.pop(band)?;
@@ -119,7 +124,7 @@ impl Nic {
                 continue;
             };
             self.active.push(band as u8, f);
-            return Some(pkt);
+            return Some((pkt, f));
         }
         None
     }

@@ -2,6 +2,7 @@
 //! unimportant (TLT) packets queued.
 
 use crate::packet::{Colour, Packet};
+use crate::prefetch::prefetch;
 use std::collections::VecDeque;
 
 /// Strict-priority bands of one egress port (band 0 is served first).
@@ -99,6 +100,16 @@ impl PortQueue {
     /// priority from its own up, so it is held by its head's).
     fn band_paused(&self, b: usize, paused: u8) -> bool {
         self.bands[b].front().is_some_and(|p| (p.prio as usize) < 8 && paused & (1 << p.prio) != 0)
+    }
+
+    /// Starts loading the packet `pop` will return next. A switch calls it as it sends the
+    /// current head: the next leaves a serialization later, and in a large fabric a queued
+    /// packet has long left the cache.
+    #[inline]
+    pub fn prefetch_head(&self) {
+        if let Some(p) = self.bands.iter().find_map(VecDeque::front) {
+            prefetch(p);
+        }
     }
 
     /// Packets queued over all bands.

@@ -230,6 +230,8 @@ impl Switch {
         self.buffer.give_back(len);
         if port.queue.is_empty() {
             port.discipline.on_empty(now);
+        } else {
+            port.queue.prefetch_head();
         }
         if let Some(pfc) = self.pfc.as_mut().filter(|p| p.cfg.is_lossless(pkt.prio)) {
             let signal = pfc.on_dequeue(pkt.ingress as usize, pkt.prio, len, &self.buffer);
