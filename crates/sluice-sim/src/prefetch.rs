@@ -13,8 +13,8 @@ pub fn prefetch_bytes(p: *const u8, len: usize) {
             for line in 0..len.div_ceil(64) {
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8);
             }
-            // The span's last line, when `p` is not line-aligned.
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(len - 1) as *const i8);
+            // The span's last line, when `p` is not line-aligned (none past it for an empty span).
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(len.saturating_sub(1)) as *const i8);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

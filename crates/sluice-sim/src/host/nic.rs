@@ -52,20 +52,18 @@ impl Nic {
             _ => self.ctrl.iter().position(|p| !is_paused(paused, p.prio)).and_then(|i| self.ctrl.remove(i)),
         };
         let (pkt, data_from) = match ctrl {
-            Some(p) => (Some(p), None),
+            Some(p) => (p, None),
             None => match self.next_data_packet(flows, paused, cx) {
-                Some((p, f)) => (Some(p), Some(f)),
-                None => (None, None),
+                Some((p, f)) => (p, Some(f)),
+                None => return,
             },
         };
-        if let Some(pkt) = pkt {
-            cx.counters.packets_sent += 1;
-            port.transmit(self.port, &pkt, cx);
-            // Wake at the end of serialization only if there is more to send; otherwise the next
-            // ACK or flow start calls `send`, which schedules the wake if the port is still busy.
-            if self.has_backlog(flows, data_from) {
-                port.wake_when_free(self.port, cx);
-            }
+        cx.counters.packets_sent += 1;
+        port.transmit(self.port, &pkt, cx);
+        // Wake at the end of serialization only if there is more to send; otherwise the next
+        // ACK or flow start calls `send`, which schedules the wake if the port is still busy.
+        if self.has_backlog(flows, data_from) {
+            port.wake_when_free(self.port, cx);
         }
     }
 
