@@ -9,7 +9,7 @@ use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::world::{Bucketing, ClassRuntime, IntRuntime, Parts, World};
-use crate::transport::rdma::RdmaConfig;
+use crate::transport::rdma::{ClassNic, RdmaConfig};
 use crate::transport::tcp::TcpConfig;
 use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,10 @@ pub struct PfcTable {
     /// The pause threshold is the free shared buffer (less every port's headroom) shifted right
     /// by this (default 3: an eighth, as Broadcom's dynamic threshold with alpha 1/8).
     pub shift: u32,
+    /// Each doubling of an ingress port's rate above the fastest host link takes one from
+    /// `shift`, down to 0, as the HPCC simulator sets each port's alpha (default false: every
+    /// port uses `shift`).
+    pub shift_by_rate: bool,
     /// Bytes each ingress port and lossless priority keeps for what is in flight after its
     /// PAUSE; default per port: 3 x rate x delay of its link plus two full frames.
     pub headroom: Option<Bytes>,
@@ -93,13 +97,14 @@ pub struct PfcTable {
 
 impl Default for PfcTable {
     fn default() -> Self {
-        PfcTable { enabled: false, priorities: vec![0], shift: 3, headroom: None, resume_offset: Bytes(3 * 1024), quanta: u16::MAX }
+        PfcTable { enabled: false, priorities: vec![0], shift: 3, shift_by_rate: false, headroom: None, resume_offset: Bytes(3 * 1024), quanta: u16::MAX }
     }
 }
 
 impl PfcTable {
-    /// Each switch's settings, from its ports, when PFC is on; errors name the key.
-    fn settings(&self, frame: u64) -> Result<Option<crate::world::PfcSettings>, String> {
+    /// Each switch's settings, from its ports and the fastest host link's rate, when PFC is on;
+    /// errors name the key.
+    fn settings(&self, frame: u64, host_rate: crate::time::Rate) -> Result<Option<crate::world::PfcSettings>, String> {
         if !self.enabled {
             return Ok(None);
         }
@@ -123,9 +128,18 @@ impl PfcTable {
             return Err(format!("pfc.headroom: expected at least one full frame ({frame} bytes)"));
         }
         let (shift, headroom, resume_offset, quanta) = (self.shift, self.headroom.map(|b| b.0), self.resume_offset.0, self.quanta);
+        let by_rate = self.shift_by_rate;
+        let port_shift = move |rate: crate::time::Rate| {
+            let (mut s, mut r) = (shift, rate.0);
+            while by_rate && r > host_rate.0 && s > 0 {
+                s -= 1;
+                r /= 2;
+            }
+            s
+        };
         Ok(Some(Box::new(move |ports: &[crate::net::port::Port]| crate::net::pfc::PfcConfig {
             lossless,
-            shift,
+            shift: ports.iter().map(|p| port_shift(p.rate)).collect(),
             headroom: ports
                 .iter()
                 .map(|p| headroom.unwrap_or_else(|| 3 * (p.rate.0 as u128 * p.link.delay.0 as u128 / 8_000_000_000_000) as u64 + 2 * frame))
@@ -451,6 +465,9 @@ pub struct ClassConfig {
     /// The algorithm's parameters.
     #[serde(default)]
     pub params: toml::Table,
+    /// A named parameter set whose values stand under `params` ("paper", "hpcc_sim";
+    /// `cc/presets.rs`), with the RDMA NIC behaviour its source pairs with them.
+    pub preset: Option<String>,
     /// Switch priority queue (0 = highest), also the NIC scheduler's priority.
     #[serde(default)]
     pub priority: u8,
@@ -824,18 +841,35 @@ const MAX_KEY_DEPTH: usize = 16;
 
 /// Sets one `a.b.c=value` override; the value is TOML if it parses as TOML, a string otherwise.
 /// Returns the key path it set, as errors spell it ("workloads[0].size").
+/// Splits a `--set` key path at its dots, as TOML does: a double-quoted key is one key, dots
+/// and all, without its quotes. `None` when a quote is left open.
+fn split_key_path(path: &str) -> Option<Vec<String>> {
+    let (mut keys, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    for c in path.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => keys.push(std::mem::take(&mut cur).trim().to_string()),
+            c => cur.push(c),
+        }
+    }
+    keys.push(cur.trim().to_string());
+    (!quoted).then_some(keys)
+}
+
 fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<String, String> {
     let (path, raw) = o
         .split_once('=')
         .ok_or_else(|| format!("--set {o}: expected key.path=value, like classes.query.cc=dctcp"))?;
-    let keys: Vec<&str> = path.trim().split('.').collect();
-    if keys.iter().any(|k| k.trim().is_empty()) {
+    let keys = split_key_path(path.trim()).ok_or_else(|| {
+        format!("--set {o}: unbalanced quotes in \"{}\"; quote a key with dots whole, like switch.rates.\"2.5Gbps\".ecn.k", path.trim())
+    })?;
+    if keys.iter().any(|k| k.is_empty()) {
         return Err(format!("--set {o}: empty key in \"{}\"; expected key.path=value", path.trim()));
     }
     if keys.len() > MAX_KEY_DEPTH {
         return Err(format!("--set {o}: the key has {} levels; no scenario key has more than {MAX_KEY_DEPTH}", keys.len()));
     }
-    let keys: Vec<&str> = keys.iter().map(|k| k.trim()).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let shown = {
         let mut out = String::new();
         for (i, k) in keys.iter().enumerate() {
@@ -967,12 +1001,16 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         slow_links(graph, &sc.topology.kind, sc.transport.mtu as u64, d)?;
     }
 
+    let node_ports = graph.ports();
+    let host_rates: Vec<crate::time::Rate> =
+        graph.hosts().iter().map(|&n| graph.links[node_ports[n][0].0].rate).collect();
     let mut classes = Vec::new();
     let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
     if !sc.classes.contains_key("default") {
         class_cfgs.insert(0, ("default".into(), ClassConfig {
                 cc: DEFAULT_CC.into(),
                 params: toml::Table::new(),
+                preset: None,
                 priority: 0,
                 fallback: None,
                 matches: None,
@@ -983,7 +1021,16 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         let info = cc::lookup(&c.cc).ok_or_else(|| {
             format!("classes.{name}.cc: unknown congestion control \"{}\"; expected one of: {}", c.cc, cc::known_names())
         })?;
-        let factory: CcFactory = cc::factory(info.name, &c.params).map_err(|e| format!("classes.{name}.params.{e}"))?;
+        let (params, nic) = match &c.preset {
+            None => (c.params.clone(), ClassNic::default()),
+            Some(set) => {
+                let preset = cc::presets::lookup(info.name, set).map_err(|e| format!("classes.{name}.preset: {e}"))?;
+                // A source scales its steps to the NIC's rate: the fastest host's here.
+                let line = host_rates.iter().copied().max().unwrap_or(crate::time::Rate::gbps(100));
+                (cc::presets::overlay(preset.params(line), &c.params), preset.nic)
+            }
+        };
+        let factory: CcFactory = cc::factory(info.name, &params).map_err(|e| format!("classes.{name}.params.{e}"))?;
         if c.priority >= sc.switch.priorities {
             return Err(format!(
                 "classes.{name}.priority: {} is not below switch.priorities = {}",
@@ -1002,13 +1049,11 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             priority: c.priority,
             fallback: (fb.name.to_string(), fallback),
             rdma: c.transport == ClassTransport::Rdma,
+            nic: sc.rdma.class_nic(nic),
         });
     }
     let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
     let class_index = |n: &str| names.iter().position(|c| c == n);
-    let node_ports = graph.ports();
-    let host_rates: Vec<crate::time::Rate> =
-        graph.hosts().iter().map(|&n| graph.links[node_ports[n][0].0].rate).collect();
     let mut rules = crate::workload::ClassRules { default: class_index("default").unwrap_or(0), ..Default::default() };
     for (intent, class) in &sc.policy {
         if !["latency_sensitive", "bulk", "target_rate", "deadline"].contains(&intent.as_str()) {
@@ -1163,7 +1208,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         disciplines,
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
         rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(sc.tlt.every)),
-        pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64)?,
+        pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64, host_rates.iter().copied().max().unwrap_or(crate::time::Rate(1)))?,
         circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
         cpu: cpu_config(sc, graph.hosts().len())?,
         offload: offload_config(sc, graph.hosts().len())?,
@@ -1322,4 +1367,39 @@ fn sizes_fit_in_time(flows: &[FlowSpec], host_rates: &[crate::time::Rate], tcp: 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::link::Link;
+    use crate::net::port::Port;
+    use crate::time::Rate;
+
+    #[test]
+    fn shift_by_rate_takes_one_per_doubling_above_the_host_rate() {
+        // The HPCC simulator's third.cc: shift 3 at the NIC's 100G, 1 at 400G, never below 0.
+        let ports: Vec<Port> = [25, 100, 200, 400, 6400]
+            .iter()
+            .map(|&g| Port::new(0, 0, 1, Rate::gbps(g), Link { delay: Time::from_us(1), ..Link::default() }, 1))
+            .collect();
+        let table = PfcTable { enabled: true, shift_by_rate: true, ..PfcTable::default() };
+        let cfg = table.settings(1538, Rate::gbps(100)).unwrap().unwrap()(&ports);
+        assert_eq!(cfg.shift, vec![3, 3, 2, 1, 0]);
+        let fixed = PfcTable { enabled: true, ..PfcTable::default() }.settings(1538, Rate::gbps(100)).unwrap().unwrap()(&ports);
+        assert_eq!(fixed.shift, vec![3; 5], "off by default");
+    }
+
+    #[test]
+    fn a_quoted_key_in_a_set_path_is_one_key_without_its_quotes() {
+        let keys = split_key_path(r#"switch.rates."2.5Gbps".ecn.k"#).unwrap();
+        assert_eq!(keys, ["switch", "rates", "2.5Gbps", "ecn", "k"]);
+        assert_eq!(split_key_path("classes.query.cc").unwrap(), ["classes", "query", "cc"]);
+        assert_eq!(split_key_path(r#"switch.rates."100Gbps.ecn"#), None, "an open quote");
+        let mut doc: toml_edit::DocumentMut = "[switch.rates.\"100Gbps\".ecn]\nmode = \"red\"\n".parse().unwrap();
+        apply_override(&mut doc, r#"switch.rates."100Gbps".ecn.mark_at=dequeue"#).unwrap();
+        let t: toml::Table = doc.to_string().parse().unwrap();
+        assert_eq!(t["switch"]["rates"]["100Gbps"]["ecn"]["mark_at"].as_str(), Some("dequeue"));
+        assert_eq!(t["switch"]["rates"]["100Gbps"]["ecn"]["mode"].as_str(), Some("red"), "the table is the same one");
+    }
 }

@@ -27,7 +27,7 @@ use crate::packet::tcp_int::IntEncoding;
 use crate::packet::Packet;
 use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::time::{Rate, Time};
-use crate::transport::rdma::{QueuePair, RdmaConfig};
+use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, State, TcpConfig, TcpConnection};
 use crate::transport::{Io, Side, Transport};
 use crate::workload::app::{App, AppIo, Request};
@@ -58,6 +58,8 @@ pub struct ClassRuntime {
     pub fallback: (String, CcFactory),
     /// The class's flows run on RDMA queue pairs instead of TCP.
     pub rdma: bool,
+    /// What its queue pairs' NICs do where sources differ.
+    pub nic: ClassNic,
 }
 
 /// How `fct_buckets.csv` groups flows by size.
@@ -525,7 +527,7 @@ impl World {
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = self.path_rtt_with(src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
-        let mut qp = QueuePair::new(cfg, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        let mut qp = QueuePair::new(cfg, class.nic, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
         if !(self.int.host_supports[spec.src] && self.int.host_supports[spec.dst]) {
             // Per-hop records need INT at both ends, as on TCP; there is no handshake to ask.
             qp = qp.without_hop_records();

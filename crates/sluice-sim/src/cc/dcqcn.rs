@@ -2,11 +2,14 @@
 //! RoCE NICs implement it and the HPCC simulator's Mellanox mode models it. Rate-based: the
 //! window stays open and the queue pair sends at the current rate R_C.
 //!
-//! - **Reaction to a CNP** (the transport's `CongestionEvent::Ecn`): the first CNP cuts R_C to
-//!   `rate_on_first_cnp` of line rate and starts the alpha timer; later ones are remembered, and
-//!   at most once per `decrease_interval` the rate is cut: R_T = R_C (unless `clamp_target` is
-//!   off and no increase happened since the last cut), R_C = max(min_rate, R_C (1 - alpha / 2)),
-//!   and the increase stages restart.
+//! - **Reaction to a CNP** (the transport's `CongestionEvent::Ecn`): the first CNP sets R_C to
+//!   `rate_on_first_cnp` of itself and starts the alpha timer and the rate-decrease check, which
+//!   runs every `decrease_interval` from then on (1 ns after the alpha update due at the same
+//!   time); a check that finds a CNP arrived since the last one cuts the rate: R_T = R_C (unless
+//!   `clamp_target` is off and no increase happened since the last cut), R_C = max(min_rate,
+//!   R_C (1 - alpha / 2)), and the increase stages restart. This is the NIC's periodic check
+//!   (Mellanox's `rate_reduce_monitor_period`) as the HPCC simulator models it
+//!   (`RdmaHw::CheckRateDecreaseMlx`).
 //! - **Alpha**: every `alpha_interval`, alpha = (1 - g) alpha + g if a CNP arrived in the
 //!   interval, else (1 - g) alpha.
 //! - **Increase**: the rate timer (every `rate_timer` after a cut) and the byte counter (every
@@ -16,9 +19,9 @@
 //!   `byte_counter = "0B"` disables the byte counter, as the HPCC simulator's Mellanox mode does.
 //!
 //! The byte counter counts acknowledged bytes: the algorithm sees ACKs, not transmissions, and
-//! at a steady rate the two differ by one round trip of bytes. A pending cut is applied at the
-//! first ACK, CNP or tick after its decrease interval has passed, so it is never later than one
-//! packet's ACK after the NIC's periodic check would apply it.
+//! at a steady rate the two differ by one round trip of bytes. The timers run in time order at
+//! the first ACK, CNP or tick at or after they fall due, and the algorithm asks to be ticked at
+//! the next of them, so each takes effect when it falls due.
 
 use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, Window};
 use crate::time::{Bytes, Rate, Time};
@@ -35,7 +38,7 @@ pub(super) const PARAMS: &[(&str, &str)] = &[
     ("rate_hai", "\"200Mbps\"  # hyper increase step R_HAI"),
     ("min_rate", "\"100Mbps\"  # the rate never falls below this"),
     ("decrease_interval", "\"4us\"  # at most one cut per this interval"),
-    ("rate_on_first_cnp", "1.0  # fraction of line rate the first CNP sets"),
+    ("rate_on_first_cnp", "1.0  # fraction of its rate the first CNP leaves a flow"),
     ("clamp_target", "true  # every cut sets the target rate to the current rate"),
 ];
 
@@ -80,7 +83,7 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     }
     if !(p.rate_on_first_cnp > 0.0 && p.rate_on_first_cnp <= 1.0) {
         return Err(format!(
-            "rate_on_first_cnp: expected a fraction of line rate in (0, 1], got {}",
+            "rate_on_first_cnp: expected a fraction of the rate in (0, 1], got {}",
             p.rate_on_first_cnp
         ));
     }
@@ -107,8 +110,10 @@ pub struct Dcqcn {
     cnp_for_alpha: bool,
     cnp_for_cut: bool,
     first_cnp_seen: bool,
-    last_cut: Option<Time>,
+    cut_since_start: bool,
     next_alpha: Time,
+    /// The next rate-decrease check (`Time::MAX` before the first CNP).
+    next_decrease: Time,
     next_rate_timer: Option<Time>,
     timer_stage: u32,
     byte_stage: u32,
@@ -128,8 +133,9 @@ impl Dcqcn {
             cnp_for_alpha: false,
             cnp_for_cut: false,
             first_cnp_seen: false,
-            last_cut: None,
+            cut_since_start: false,
             next_alpha: Time::MAX,
+            next_decrease: Time::MAX,
             next_rate_timer: None,
             timer_stage: 0,
             byte_stage: 0,
@@ -142,9 +148,9 @@ impl Dcqcn {
         win.pacing_rate = Some(Rate(self.rate.round().max(1.0) as u64));
     }
 
-    /// Cuts the rate if a CNP is pending and the decrease interval allows.
-    fn maybe_cut(&mut self, now: Time) {
-        if !self.cnp_for_cut || self.last_cut.is_some_and(|t| now < t + self.p.decrease_interval) {
+    /// The rate-decrease check at `now`: a cut if a CNP arrived since the last check.
+    fn check_decrease(&mut self, now: Time) {
+        if !self.cnp_for_cut {
             return;
         }
         if self.p.clamp_target || self.timer_stage > 0 || self.byte_stage > 0 {
@@ -152,7 +158,7 @@ impl Dcqcn {
         }
         self.rate = (self.rate * (1.0 - self.alpha / 2.0)).max(self.p.min_rate.0 as f64);
         self.cnp_for_cut = false;
-        self.last_cut = Some(now);
+        self.cut_since_start = true;
         self.timer_stage = 0;
         self.byte_stage = 0;
         self.bytes = 0;
@@ -172,18 +178,28 @@ impl Dcqcn {
         self.rate = ((self.rate + self.target) / 2.0).min(self.line_rate);
     }
 
-    /// Runs the timers that came due by `now`.
+    /// Runs the timers that came due by `now`, earliest first (alpha, then the decrease check,
+    /// then the rate timer where they fall together).
     fn run_timers(&mut self, now: Time) {
-        while self.next_alpha <= now {
-            let g = self.p.g;
-            self.alpha = (1.0 - g) * self.alpha + if self.cnp_for_alpha { g } else { 0.0 };
-            self.cnp_for_alpha = false;
-            self.next_alpha += self.p.alpha_interval;
-        }
-        while let Some(t) = self.next_rate_timer.filter(|&t| t <= now) {
-            self.increase();
-            self.timer_stage += 1;
-            self.next_rate_timer = Some(t + self.p.rate_timer);
+        loop {
+            let rate_timer = self.next_rate_timer.unwrap_or(Time::MAX);
+            let next = self.next_alpha.min(self.next_decrease).min(rate_timer);
+            if next > now {
+                return;
+            }
+            if self.next_alpha == next {
+                let g = self.p.g;
+                self.alpha = (1.0 - g) * self.alpha + if self.cnp_for_alpha { g } else { 0.0 };
+                self.cnp_for_alpha = false;
+                self.next_alpha += self.p.alpha_interval;
+            } else if self.next_decrease == next {
+                self.next_decrease += self.p.decrease_interval;
+                self.check_decrease(next);
+            } else {
+                self.increase();
+                self.timer_stage += 1;
+                self.next_rate_timer = Some(next + self.p.rate_timer);
+            }
         }
     }
 }
@@ -206,9 +222,8 @@ impl CongestionControl for Dcqcn {
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
         self.now = ack.now;
         self.run_timers(ack.now);
-        self.maybe_cut(ack.now);
         let bc = self.p.byte_counter.0;
-        if bc > 0 && self.last_cut.is_some() {
+        if bc > 0 && self.cut_since_start {
             self.bytes += ack.acked_bytes;
             while self.bytes >= bc {
                 self.bytes -= bc;
@@ -233,23 +248,23 @@ impl CongestionControl for Dcqcn {
             self.alpha = 1.0;
             self.cnp_for_alpha = false;
             self.next_alpha = now + self.p.alpha_interval;
-            self.rate = self.rate.min(self.p.rate_on_first_cnp * self.line_rate);
+            // 1 ns after the alpha update due at the same time, as the reference schedules it.
+            self.next_decrease = now + self.p.decrease_interval + Time::from_ns(1);
+            self.rate *= self.p.rate_on_first_cnp;
             self.target = self.rate;
         }
-        self.maybe_cut(now);
         self.apply(win);
     }
 
     fn on_tick(&mut self, now: Time, win: &mut Window) {
         self.now = now;
         self.run_timers(now);
-        self.maybe_cut(now);
         self.apply(win);
     }
 
     fn tick_interval(&self) -> Option<Time> {
-        // Wake for the next alpha update or rate-timer stage (or, idle, every alpha interval).
-        let next = self.next_alpha.min(self.next_rate_timer.unwrap_or(Time::MAX));
+        // Wake for the next timer (or, before the first CNP, every alpha interval).
+        let next = self.next_alpha.min(self.next_decrease).min(self.next_rate_timer.unwrap_or(Time::MAX));
         Some(if next == Time::MAX { self.p.alpha_interval } else { next.saturating_sub(self.now).max(Time(1)) })
     }
 
@@ -269,30 +284,40 @@ mod tests {
     }
 
     #[test]
-    fn the_first_cnp_halves_the_rate_and_later_ones_wait_for_the_decrease_interval() {
+    fn cuts_wait_for_the_periodic_check_after_the_first_cnp() {
         let (mut d, mut w) = dcqcn();
         d.on_congestion(CongestionEvent::Ecn, Time::from_us(10), &mut w);
+        assert_eq!(w.pacing_rate, Some(Rate(25_000_000_000)), "the first CNP only starts the timers");
+        d.on_congestion(CongestionEvent::Ecn, Time::from_us(11), &mut w);
+        assert_eq!(d.tick_interval(), Some(Time::from_us(3) + Time::from_ns(1)), "woken for the check");
+        let at = |t: Time| AckSignals { now: t, ..AckSignals::default() };
+        d.on_ack(&at(Time::from_us(14)), &mut w);
+        assert_eq!(w.pacing_rate, Some(Rate(25_000_000_000)), "the check runs 4 us + 1 ns after the first CNP");
+        d.on_ack(&at(Time::from_us(14) + Time::from_ns(1)), &mut w);
         // alpha starts at 1: R_C = 25G (1 - 1/2).
         assert_eq!(w.pacing_rate, Some(Rate(12_500_000_000)));
-        d.on_congestion(CongestionEvent::Ecn, Time::from_us(11), &mut w);
-        assert_eq!(w.pacing_rate, Some(Rate(12_500_000_000)), "within 4 us: no second cut");
-        let ack = AckSignals { now: Time::from_us(14), ..AckSignals::default() };
-        d.on_ack(&ack, &mut w);
-        assert_eq!(w.pacing_rate, Some(Rate(6_250_000_000)), "the pending CNP cuts at 4 us");
+        d.on_ack(&at(Time::from_us(18) + Time::from_ns(1)), &mut w);
+        assert_eq!(w.pacing_rate, Some(Rate(12_500_000_000)), "no CNP since the last check: no cut");
+        d.on_congestion(CongestionEvent::Ecn, Time::from_us(19), &mut w);
+        d.on_tick(Time::from_us(22) + Time::from_ns(1), &mut w);
+        assert_eq!(w.pacing_rate, Some(Rate(6_250_000_000)), "a CNP since the last check: cut at the next");
     }
 
     #[test]
     fn alpha_decays_without_cnps_and_fast_recovery_halves_the_gap_to_the_target() {
         let (mut d, mut w) = dcqcn();
         d.on_congestion(CongestionEvent::Ecn, Time::ZERO, &mut w);
-        // One rate-timer period later: fast recovery, R_C = (12.5 + 25) / 2 G.
-        d.on_tick(Time::from_us(55), &mut w);
+        let cut = Time::from_us(4) + Time::from_ns(1);
+        d.on_tick(cut, &mut w);
+        assert_eq!(w.pacing_rate, Some(Rate(12_500_000_000)));
+        // One rate-timer period after the cut: fast recovery, R_C = (12.5 + 25) / 2 G.
+        d.on_tick(cut + Time::from_us(55), &mut w);
         assert_eq!(w.pacing_rate, Some(Rate(18_750_000_000)));
         assert!((d.alpha - (1.0 - 1.0 / 256.0)).abs() < 1e-12, "alpha {}", d.alpha);
         // Five stages of fast recovery, then additive increase raises the target above line
         // rate, clamped: the rate converges to line rate.
         for k in 2..=20 {
-            d.on_tick(Time::from_us(55 * k), &mut w);
+            d.on_tick(cut + Time::from_us(55 * k), &mut w);
         }
         assert!(w.pacing_rate.unwrap().0 > 24_990_000_000, "{:?}", w.pacing_rate);
     }

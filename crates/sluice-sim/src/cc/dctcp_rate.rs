@@ -2,7 +2,10 @@
 //! each packet's CE mark on its ACK; once per window of data (when the ACK passes the highest
 //! sequence sent at the last update) alpha = (1 - g) alpha + g F, F the marked fraction of that
 //! window's ACKs; a marked ACK outside congestion-window-reduced state cuts the rate by alpha / 2
-//! and holds further cuts for a window; each window without a cut adds `rate_ai`.
+//! and holds further cuts for a window; each window without a cut adds `rate_ai`. With
+//! `window = true` the queue pair also keeps a window of one bandwidth-delay product of its path
+//! scaled by rate / line rate, as the HPCC simulator's `run.py` runs it (`HAS_WIN`, `VAR_WIN`;
+//! there the BDP is the fabric's longest path's, here the flow's own).
 
 use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, Window};
 use crate::time::{Rate, Time};
@@ -13,6 +16,7 @@ pub(super) const PARAMS: &[(&str, &str)] = &[
     ("g", "0.0625  # alpha's EWMA gain (1/16)"),
     ("rate_ai", "\"1000Mbps\"  # additive increase per window"),
     ("min_rate", "\"100Mbps\"  # the rate never falls below this"),
+    ("window", "false  # also cap bytes in flight at BDP x rate / line rate"),
 ];
 
 #[derive(Deserialize)]
@@ -21,11 +25,12 @@ struct Params {
     g: f64,
     rate_ai: Rate,
     min_rate: Rate,
+    window: bool,
 }
 
 impl Default for Params {
     fn default() -> Self {
-        Params { g: 1.0 / 16.0, rate_ai: Rate(1_000_000_000), min_rate: Rate(100_000_000) }
+        Params { g: 1.0 / 16.0, rate_ai: Rate(1_000_000_000), min_rate: Rate(100_000_000), window: false }
     }
 }
 
@@ -41,6 +46,8 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
             min_rate: p.min_rate.0 as f64,
             line_rate: ctx.link_rate.0 as f64,
             rate: ctx.link_rate.0 as f64,
+            bdp: p.window.then(|| ctx.link_rate.bytes_in(ctx.base_rtt).max(ctx.mss)),
+            mss: ctx.mss,
             alpha: 1.0,
             acks: 0,
             marked: 0,
@@ -50,6 +57,15 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     }))
 }
 
+impl DctcpRate {
+    fn apply(&self, win: &mut Window) {
+        win.pacing_rate = Some(Rate(self.rate.round() as u64));
+        if let Some(bdp) = self.bdp {
+            win.cwnd = ((bdp as f64 * self.rate / self.line_rate) as u64).max(self.mss);
+        }
+    }
+}
+
 /// Rate-based DCTCP's state for one queue pair.
 pub struct DctcpRate {
     g: f64,
@@ -57,6 +73,9 @@ pub struct DctcpRate {
     min_rate: f64,
     line_rate: f64,
     rate: f64,
+    /// With `window`: the path's bandwidth-delay product, bytes.
+    bdp: Option<u64>,
+    mss: u64,
     alpha: f64,
     /// ACKs and marked ACKs in the current window.
     acks: u64,
@@ -76,9 +95,10 @@ impl CongestionControl for DctcpRate {
     }
 
     fn init(&mut self, win: &mut Window) {
-        // Rate-based: the window stays open (on TCP too), the rate alone holds the flow back.
+        // Rate-based: without `window` the window stays open (on TCP too), the rate alone
+        // holds the flow back.
         win.cwnd = u64::MAX / 4;
-        win.pacing_rate = Some(Rate(self.rate as u64));
+        self.apply(win);
     }
 
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
@@ -104,12 +124,37 @@ impl CongestionControl for DctcpRate {
         } else if self.cwr_end.is_none() && new_window {
             self.rate = (self.rate + self.rate_ai).min(self.line_rate);
         }
-        win.pacing_rate = Some(Rate(self.rate.round() as u64));
+        self.apply(win);
     }
 
     fn on_congestion(&mut self, _: CongestionEvent, _: Time, _: &mut Window) {}
 
     fn state(&self) -> Vec<(&'static str, f64)> {
         vec![("alpha", self.alpha), ("rate_bps", self.rate)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_follows_the_rate_when_asked_and_stays_open_otherwise() {
+        // run.py's DCTCP: window = BDP x rate / line rate (HAS_WIN, VAR_WIN).
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(10) };
+        let build = |s: &str| factory(&s.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
+        let mut win = Window { cwnd: 0, ssthresh: u64::MAX, pacing_rate: None, mss: 1000 };
+        let mut cc = build("window = true\ng = 1.0");
+        cc.init(&mut win);
+        assert_eq!(win.cwnd, 125_000, "one BDP at line rate");
+        // A marked ACK with alpha 1 halves the rate, and the window with it.
+        let ack = AckSignals { ce_bytes: 1000, ece: true, snd_una: 1000, snd_nxt: 10_000, ..AckSignals::default() };
+        cc.on_ack(&ack, &mut win);
+        assert_eq!(win.pacing_rate, Some(Rate::gbps(50)));
+        assert_eq!(win.cwnd, 62_500);
+        let mut open = build("");
+        open.init(&mut win);
+        open.on_ack(&ack, &mut win);
+        assert_eq!(win.cwnd, u64::MAX / 4, "no window by default");
     }
 }

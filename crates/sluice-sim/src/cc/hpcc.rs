@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 pub(super) const PARAMS: &[(&str, &str)] = &[
     ("eta", "0.95  # target utilization eta, in (0, 1]"),
-    ("max_stage", "5  # additive-increase rounds before a multiplicative step, at least 1"),
+    ("max_stage", "5  # additive-increase rounds before a multiplicative step (0: every update multiplicative)"),
     ("w_ai", "W_init x (1 - eta) / 10  # additive increase W_AI in bytes per RTT, positive"),
+    ("rate_ai", "unset  # additive increase as a rate, W_AI = rate_ai x T (the HPCC simulator's RATE_AI); instead of w_ai"),
 ];
 
 /// Flows the default W_AI lets share a link at the target (the paper's W_init (1 - eta) / N).
@@ -43,11 +44,12 @@ struct Params {
     eta: f64,
     max_stage: u32,
     w_ai: Option<f64>,
+    rate_ai: Option<Rate>,
 }
 
 impl Default for Params {
     fn default() -> Self {
-        Params { eta: 0.95, max_stage: 5, w_ai: None }
+        Params { eta: 0.95, max_stage: 5, w_ai: None, rate_ai: None }
     }
 }
 
@@ -56,8 +58,11 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     if !(p.eta > 0.0 && p.eta <= 1.0) {
         return Err(format!("eta: expected a number in (0, 1], got {}", p.eta));
     }
-    if p.max_stage == 0 {
-        return Err("max_stage: expected at least 1 additive-increase round, got 0".into());
+    if p.w_ai.is_some() && p.rate_ai.is_some() {
+        return Err("rate_ai: expected either w_ai (bytes per RTT) or rate_ai (a rate), not both".into());
+    }
+    if p.rate_ai == Some(Rate(0)) {
+        return Err("rate_ai: expected a positive rate like \"40Mbps\"".into());
     }
     if let Some(w) = p.w_ai {
         if !(w > 0.0 && w.is_finite()) {
@@ -65,8 +70,13 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
         }
     }
     Ok(Arc::new(move |ctx: &FlowContext| {
-        Box::new(Hpcc::new(ctx, p.eta, p.max_stage, p.w_ai)) as Box<dyn CongestionControl>
+        Box::new(Hpcc::new(ctx, p.eta, p.max_stage, w_ai(&p, ctx))) as Box<dyn CongestionControl>
     }))
+}
+
+/// W_AI in bytes as the parameters give it, `None` for the default.
+fn w_ai(p: &Params, ctx: &FlowContext) -> Option<f64> {
+    p.w_ai.or(p.rate_ai.map(|r| r.0 as f64 / 8.0 * ctx.base_rtt.secs_f64()))
 }
 
 /// HPCC state for one flow.
@@ -364,11 +374,26 @@ mod tests {
         let err = |s: &str| factory(&s.parse::<toml::Table>().unwrap()).err().unwrap();
         assert!(err("eta = 0.0").starts_with("eta: expected a number in (0, 1]"), "{}", err("eta = 0.0"));
         assert!(err("eta = 1.5").starts_with("eta:"));
-        assert!(err("max_stage = 0").starts_with("max_stage: expected at least 1"));
+        assert!(err("w_ai = 100\nrate_ai = \"40Mbps\"").starts_with("rate_ai: expected either w_ai"));
+        assert!(err("rate_ai = \"0bps\"").starts_with("rate_ai: expected a positive rate"), "{}", err("rate_ai = \"0bps\""));
         assert!(err("max_stage = -1").starts_with("max_stage:"), "{}", err("max_stage = -1"));
         assert!(err("w_ai = -5").starts_with("w_ai: expected a positive number of bytes"), "{}", err("w_ai = -5"));
         assert!(err("w_ai = 0").starts_with("w_ai:"));
         assert!(err("wai = 5").contains("unknown field `wai`"), "{}", err("wai = 5"));
         assert!(factory(&"eta = 1.0\nmax_stage = 1\nw_ai = 1500".parse::<toml::Table>().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn rate_ai_is_a_window_step_over_the_base_rtt_and_max_stage_0_is_always_multiplicative() {
+        // The HPCC simulator adds RATE_AI to the rate each update; as a window that is RATE_AI x T.
+        let p: Params = parse_params(&"rate_ai = \"40Mbps\"\nmax_stage = 0".parse::<toml::Table>().unwrap()).unwrap();
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(12) };
+        let mut cc = Hpcc::new(&ctx, p.eta, p.max_stage, w_ai(&p, &ctx));
+        assert!((cc.w_ai() - 60.0).abs() < 1e-9, "{}", cc.w_ai());
+        // Below eta, stage 0: run.py's MI_THRESH 0 takes the multiplicative step at once.
+        cc.wc = 50_000.0;
+        let w = cc.compute_wnd(0.5, true, 1000.0);
+        assert!((w - (50_000.0 / (0.5 / 0.95) + 60.0)).abs() < 1e-6, "{w}");
+        assert_eq!(cc.inc_stage, 0);
     }
 }

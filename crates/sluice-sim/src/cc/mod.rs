@@ -18,6 +18,7 @@ mod example_aimd;
 pub mod negotiation;
 mod newreno;
 pub mod portable;
+pub mod presets;
 mod swift;
 mod timely;
 

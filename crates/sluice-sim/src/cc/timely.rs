@@ -99,9 +99,11 @@ impl Timely {
         let new_diff = rtt.0 as f64 - prev.0 as f64;
         self.rtt_diff = (1.0 - p.alpha) * self.rtt_diff + p.alpha * new_diff;
         let gradient = self.rtt_diff / p.min_rtt.0 as f64;
+        // The first `hai_after` increases in a row add delta, the later ones N delta (the HPCC
+        // simulator's `m_incStage < 5`).
         let increase = |s: &mut Timely| {
-            s.increases += 1;
             let n = if s.increases >= s.p.hai_after { s.p.hai_after as f64 } else { 1.0 };
+            s.increases += 1;
             s.rate += n * s.p.delta.0 as f64;
         };
         if rtt < p.t_low {
@@ -171,11 +173,13 @@ mod tests {
         let r = t.rate;
         step(&mut t, &mut w, 3, 1000);
         assert!((t.rate - r * 0.6).abs() < 1.0);
-        // Below T_low: +delta, and after five increases +5 delta.
+        // Below T_low: five increases of delta, then each adds 5 delta.
         let r = t.rate;
         for i in 0..5 {
             step(&mut t, &mut w, 4 + i, 10);
         }
-        assert!((t.rate - (r + 4.0 * 10e6 + 50e6)).abs() < 1.0, "{} vs {}", t.rate, r);
+        assert!((t.rate - (r + 5.0 * 10e6)).abs() < 1.0, "{} vs {}", t.rate, r);
+        step(&mut t, &mut w, 9, 10);
+        assert!((t.rate - (r + 5.0 * 10e6 + 50e6)).abs() < 1.0, "{} vs {}", t.rate, r);
     }
 }

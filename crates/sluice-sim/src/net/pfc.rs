@@ -30,8 +30,9 @@ pub fn pause_time(quanta: u16, rate: Rate) -> Time {
 pub struct PfcConfig {
     /// Bit `p` set: priority `p` is lossless.
     pub lossless: u8,
-    /// The threshold is the free shared buffer shifted right by this.
-    pub shift: u32,
+    /// The threshold for each local ingress port is the free shared buffer shifted right by
+    /// this port's entry.
+    pub shift: Vec<u32>,
     /// Bytes each ingress port and lossless priority keeps in reserve for what is in flight
     /// after its PAUSE, by local port.
     pub headroom: Vec<u64>,
@@ -94,10 +95,10 @@ impl Pfc {
         }
     }
 
-    /// The pause threshold for the switch's `buffer` as it is now.
+    /// The pause threshold of ingress port `ingress` for the switch's `buffer` as it is now.
     #[inline]
-    pub fn threshold(&self, buffer: &SharedBuffer) -> u64 {
-        buffer.size.saturating_sub(self.reserved).saturating_sub(buffer.used) >> self.cfg.shift
+    pub fn threshold(&self, ingress: usize, buffer: &SharedBuffer) -> u64 {
+        buffer.size.saturating_sub(self.reserved).saturating_sub(buffer.used) >> self.cfg.shift[ingress]
     }
 
     /// Bytes held for ingress port `ingress` and priority `prio`.
@@ -115,7 +116,7 @@ impl Pfc {
             self.after_pause[ingress][p] += len;
             self.headroom_peak[ingress] = self.headroom_peak[ingress].max(self.after_pause[ingress][p]);
         }
-        let over = self.held[ingress][p] > self.threshold(buffer);
+        let over = self.held[ingress][p] > self.threshold(ingress, buffer);
         let stale = self.paused_at[ingress][p].is_none_or(|at| now >= at + Time(pause.0 / 2));
         if over && stale {
             if self.paused_at[ingress][p].is_none() {
@@ -133,7 +134,7 @@ impl Pfc {
         let p = prio as usize;
         self.held[ingress][p] -= len;
         let held = self.held[ingress][p];
-        if self.paused_at[ingress][p].is_some() && (held == 0 || held + self.cfg.resume_offset <= self.threshold(buffer)) {
+        if self.paused_at[ingress][p].is_some() && (held == 0 || held + self.cfg.resume_offset <= self.threshold(ingress, buffer)) {
             self.paused_at[ingress][p] = None;
             return Signal::Resume(prio);
         }
@@ -243,7 +244,7 @@ mod tests {
     use super::*;
 
     fn pfc() -> Pfc {
-        Pfc::new(PfcConfig { lossless: 1, shift: 3, headroom: vec![10_000; 4], resume_offset: 3_000, quanta: MAX_QUANTA })
+        Pfc::new(PfcConfig { lossless: 1, shift: vec![3; 4], headroom: vec![10_000; 4], resume_offset: 3_000, quanta: MAX_QUANTA })
     }
 
     #[test]
@@ -252,7 +253,7 @@ mod tests {
         let pause = Time::from_us(100);
         let mut b = SharedBuffer { size: 1_000_000, used: 0, alpha: 1.0 };
         // 960,000 bytes shared after the 4 x 10,000 headroom: threshold (960,000 - used) / 8.
-        assert_eq!(p.threshold(&b), 120_000);
+        assert_eq!(p.threshold(2, &b), 120_000);
         let mut signal = Signal::None;
         while signal == Signal::None {
             b.used += 1_000;
@@ -260,7 +261,7 @@ mod tests {
         }
         assert_eq!(signal, Signal::Pause(0));
         let before = SharedBuffer { used: b.used - 1_000, ..b };
-        assert!(p.held(2, 0) > p.threshold(&b) && p.held(2, 0) - 1_000 <= p.threshold(&before));
+        assert!(p.held(2, 0) > p.threshold(2, &b) && p.held(2, 0) - 1_000 <= p.threshold(2, &before));
         assert_eq!(p.headroom_peak[2], 0, "nothing arrived after the pause yet");
         // Another arrival before half the pause ran out sends nothing; after it, a refresh.
         b.used += 1_000;
@@ -274,7 +275,7 @@ mod tests {
             signal = p.on_dequeue(2, 0, 1_000, &b);
         }
         assert_eq!(signal, Signal::Resume(0));
-        assert!(p.held(2, 0) + 3_000 <= p.threshold(&b));
+        assert!(p.held(2, 0) + 3_000 <= p.threshold(2, &b));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::routing::Routes;
 use crate::context::{Cx, DropReason, Event};
 use crate::packet::hpcc_int::HopRecord;
 use crate::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt, LAT_MAX};
-use crate::packet::{Caps, Ecn, Packet};
+use crate::packet::{Caps, Ecn, Packet, CONTROL_PRIO};
 use crate::time::Time;
 
 /// One switch; its ports are the world's ports `first_port..first_port + n`.
@@ -141,6 +141,10 @@ impl Switch {
         let now = cx.now;
         let port = &mut ports[local];
         pkt.enq_at = now;
+        if pkt.prio == CONTROL_PRIO {
+            self.send_control(local, *pkt, ports, cx);
+            return;
+        }
         let red = matches!(port.discipline.marking, Marking::Red(_));
         let free = port.idle(now) && port.queue.is_empty() && !port.pause.is_paused(pkt.prio, now);
         if free && !red {
@@ -180,17 +184,24 @@ impl Switch {
             (Signal::Resume(prio), Some(_)) => pfc::frame(prio, 0),
             _ => return,
         };
-        let port = &mut ports[ingress];
         if frame.pause_quanta > 0 {
-            port.pause.count_sent(frame.prio);
+            ports[ingress].pause.count_sent(frame.prio);
             cx.counters.pfc_pauses += 1;
         }
+        self.send_control(ingress, frame, ports, cx);
+    }
+
+    /// Sends `pkt` out of local port `local` ahead of any queued packet: a PFC frame, or a
+    /// packet of the control priority.
+    fn send_control(&mut self, local: usize, pkt: Packet, ports: &mut [Port], cx: &mut Cx) {
+        let id = self.first_port + local as u32;
+        let port = &mut ports[local];
         if port.idle(cx.now) && port.control.is_empty() {
-            port.transmit(self.first_port + ingress as u32, &frame, cx);
+            port.transmit(id, &pkt, cx);
         } else {
-            port.control.push_back(frame);
+            port.control.push_back(pkt);
         }
-        port.wake_when_free(self.first_port + ingress as u32, cx);
+        port.wake_when_free(id, cx);
     }
 
     /// The serializer of local port `local` is free: send its next PFC frame, or its next queued
@@ -228,6 +239,10 @@ impl Switch {
         let Some(mut pkt) = port.queue.pop_unpaused(port.pause.mask(now)) else { return };
         let len = pkt.wire_bytes as u64;
         self.buffer.give_back(len);
+        if port.discipline.marks_on_dequeue() && port.discipline.mark_departing(&pkt, &port.queue, port.rate, now, &mut cx.rng.ecn) {
+            pkt.ecn = Ecn::Ce;
+            cx.counters.ecn_marks += 1;
+        }
         if port.queue.is_empty() {
             port.discipline.on_empty(now);
         } else {

@@ -131,6 +131,11 @@ pub struct SackBlock {
 /// crossed as `INITIAL_TTL - ttl`.
 pub const INITIAL_TTL: u8 = 64;
 
+/// The priority above the eight data priorities: a switch sends such a packet ahead of every
+/// queued one, outside buffer admission, PFC and ECN marking (the HPCC simulator's queue 0, where
+/// `ACK_HIGH_PRIO` puts RDMA ACKs).
+pub const CONTROL_PRIO: u8 = 8;
+
 /// Maximum SACK blocks an ACK carries (three fit beside the timestamp option).
 pub const MAX_SACK_BLOCKS: usize = 3;
 

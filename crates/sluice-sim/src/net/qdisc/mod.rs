@@ -64,6 +64,8 @@ pub struct Discipline {
     pub limit: Option<u64>,
     /// Drop, rather than queue, non-ECT packets where an ECT packet would be marked.
     pub drop_non_ect: bool,
+    /// Mark as a packet leaves, by the queue it leaves behind, rather than as it arrives.
+    pub mark_on_dequeue: bool,
 }
 
 impl Discipline {
@@ -98,6 +100,7 @@ impl Discipline {
         let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
         let capable = pkt.ecn == Ecn::Ect || ecn_unable;
         let mark = match &mut self.marking {
+            _ if self.mark_on_dequeue => false,
             Marking::Off => false,
             Marking::Step(s) => capable && s.marks(band_bytes),
             Marking::Red(red) => {
@@ -116,6 +119,37 @@ impl Discipline {
         match (mark, ecn_unable) {
             (true, true) => Verdict::Drop(DropReason::EcnUnable),
             (ce, _) => Verdict::Queue { ce },
+        }
+    }
+
+    /// Whether marks are decided as packets leave.
+    #[inline]
+    pub fn marks_on_dequeue(&self) -> bool {
+        self.mark_on_dequeue
+    }
+
+    /// Decides whether `pkt`, just taken from `queue` at `now`, leaves CE-marked: the marking
+    /// judged on the bytes that stay in its band (the HPCC simulator's switches mark at dequeue,
+    /// `SwitchNode::SwitchNotifyDequeue`).
+    pub fn mark_departing(&mut self, pkt: &Packet, queue: &PortQueue, rate: Rate, now: Time, rng: &mut impl Rng) -> bool {
+        if pkt.ecn != Ecn::Ect {
+            return false;
+        }
+        let band_bytes = queue.band_bytes(pkt.prio);
+        match &mut self.marking {
+            Marking::Off => false,
+            Marking::Step(s) => s.marks(band_bytes),
+            Marking::Red(red) => {
+                let mark = match red.on_arrival(band_bytes, pkt.wire_bytes as u64, now, rate) {
+                    RedDecision::Pass => false,
+                    RedDecision::Forced => true,
+                    RedDecision::Early(p) => rng.gen::<f64>() < p,
+                };
+                if mark {
+                    red.on_mark();
+                }
+                mark
+            }
         }
     }
 
@@ -151,6 +185,9 @@ pub struct EcnConfig {
     pub spacing: Option<String>,
     /// RED: mean packet size for byte-mode counting and idle decay (default 500B, as ns-3).
     pub mean_packet: Option<Bytes>,
+    /// When a packet is judged: "enqueue" (default: by the queue it joins) or "dequeue" (by the
+    /// queue it leaves behind, as the HPCC simulator's switches do).
+    pub mark_at: Option<String>,
     /// What happens to a packet that is not ECN-capable where an ECT one would be marked:
     /// "pass" (default: it is queued) or "drop" (RED's classic behaviour).
     pub non_ect: Option<String>,
@@ -223,9 +260,27 @@ impl EcnConfig {
         }
     }
 
+    /// Whether marks are decided at dequeue.
+    pub fn marks_on_dequeue(&self, prefix: &str) -> Result<bool, String> {
+        match self.mark_at.as_deref() {
+            None | Some("enqueue") => Ok(false),
+            Some("dequeue") if self.drops_non_ect(prefix)? => {
+                Err(format!("{prefix}.mark_at: \"dequeue\" cannot drop non-ECT packets; use non_ect = \"pass\" or mark_at = \"enqueue\""))
+            }
+            Some("dequeue") => Ok(true),
+            Some(v) => Err(format!("{prefix}.mark_at: expected \"enqueue\" or \"dequeue\", got \"{v}\"")),
+        }
+    }
+
     /// The discipline this configuration gives a port, with an optional queue limit.
     pub fn discipline(&self, prefix: &str, limit: Option<u64>) -> Result<Discipline, String> {
-        Ok(Discipline { colour: None, limit, marking: self.marking(prefix)?, drop_non_ect: self.drops_non_ect(prefix)? })
+        Ok(Discipline {
+            colour: None,
+            limit,
+            marking: self.marking(prefix)?,
+            drop_non_ect: self.drops_non_ect(prefix)?,
+            mark_on_dequeue: self.marks_on_dequeue(prefix)?,
+        })
     }
 }
 
@@ -261,9 +316,36 @@ mod tests {
     }
 
     #[test]
+    fn marking_at_dequeue_judges_the_queue_left_behind() {
+        // The HPCC simulator marks as a packet leaves, by the bytes still queued behind it.
+        let buffer = SharedBuffer { size: 100_000, used: 0, alpha: 1.0 };
+        let mut d = Discipline { marking: Marking::Step(EcnStep { k: 1000 }), mark_on_dequeue: true, ..Discipline::default() };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let (r, u) = (Rate::gbps(10), crate::packet::Colour::Unimportant);
+        assert_eq!(d.admit(&ect(1000), &queue(5000, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: false }, "no mark on arrival");
+        assert!(d.mark_departing(&ect(1000), &queue(1500, u), r, Time(0), &mut rng), "1500 bytes stay behind");
+        assert!(!d.mark_departing(&ect(1000), &queue(500, u), r, Time(0), &mut rng), "the queue drained below k");
+        assert!(!d.mark_departing(&Packet { wire_bytes: 1000, ..Packet::default() }, &queue(1500, u), r, Time(0), &mut rng), "not ECT");
+        let cfg = |at: &str, non_ect: &str| EcnConfig {
+            mode: "step".into(),
+            k: Some(Bytes(1000)),
+            mark_at: Some(at.into()),
+            non_ect: Some(non_ect.into()),
+            ..EcnConfig::default()
+        };
+        assert!(cfg("dequeue", "pass").discipline("switch.ecn", None).unwrap().marks_on_dequeue());
+        assert!(!cfg("enqueue", "pass").discipline("switch.ecn", None).unwrap().marks_on_dequeue());
+        assert_eq!(
+            cfg("departure", "pass").discipline("switch.ecn", None).unwrap_err(),
+            "switch.ecn.mark_at: expected \"enqueue\" or \"dequeue\", got \"departure\""
+        );
+        assert!(cfg("dequeue", "drop").discipline("switch.ecn", None).unwrap_err().starts_with("switch.ecn.mark_at: \"dequeue\" cannot drop"));
+    }
+
+    #[test]
     fn admission_then_marking() {
         let buffer = SharedBuffer { size: 10_000, used: 0, alpha: 1.0 };
-        let mut d = Discipline { colour: None, limit: Some(3000), marking: Marking::Step(EcnStep { k: 1000 }), drop_non_ect: false };
+        let mut d = Discipline { colour: None, limit: Some(3000), marking: Marking::Step(EcnStep { k: 1000 }), ..Discipline::default() };
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
         let r = Rate::gbps(10);
         let u = crate::packet::Colour::Unimportant;
@@ -281,7 +363,7 @@ mod tests {
         use crate::packet::Colour;
         let buffer = SharedBuffer { size: 100_000, used: 0, alpha: 1.0 };
         let colour = Some(ColourThreshold { bytes: 4_000 });
-        let mut d = Discipline { colour, limit: None, marking: Marking::Step(EcnStep { k: 1_000 }), drop_non_ect: false };
+        let mut d = Discipline { colour, limit: None, marking: Marking::Step(EcnStep { k: 1_000 }), ..Discipline::default() };
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
         let r = Rate::gbps(10);
         let important = Packet { colour: Colour::Important, ..ect(1000) };

@@ -35,6 +35,45 @@ pub enum Recovery {
     Irn,
 }
 
+/// How a responder tells the requester's algorithm that packets arrived CE-marked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CnpMode {
+    /// A separate CNP, at most one per queue pair per `cnp_interval` (the DCQCN paper's
+    /// notification point, and what Mellanox NICs do: 50 us).
+    Paced,
+    /// Every ACK (or NACK) of a CE-marked packet carries the CNP flag, and the requester takes
+    /// each as a CNP (the HPCC paper's simulator, `rdma-hw.cc`).
+    EveryAck,
+}
+
+/// Where ACKs, NACKs and CNPs queue in switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckPriority {
+    /// In their queue pair's class queue, behind its data and held by its PFC pauses.
+    Data,
+    /// Ahead of every data queue, outside buffer admission and PFC (the HPCC simulator's switch
+    /// attribute `AckHighPrio`, which its `run.py` leaves off).
+    Control,
+}
+
+/// What one class's queue pairs do where sources differ: the `[rdma]` keys, else the class's
+/// parameter set, else the NIC defaults (paced CNPs, ACKs with their data).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassNic {
+    /// How CE marks reach the requester.
+    pub cnp: CnpMode,
+    /// Where control packets queue.
+    pub ack_priority: AckPriority,
+}
+
+impl Default for ClassNic {
+    fn default() -> Self {
+        ClassNic { cnp: CnpMode::Paced, ack_priority: AckPriority::Data }
+    }
+}
+
 /// The `[rdma]` table: settings every RDMA queue pair shares.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -45,8 +84,15 @@ pub struct RdmaConfig {
     pub ack_interval: u32,
     /// Loss recovery: "gbn" or "irn".
     pub recovery: Recovery,
-    /// At most one CNP per queue pair per this interval (50 us in Mellanox NICs).
+    /// How CE marks reach the requester: "paced" or "every_ack" (default: the class's
+    /// parameter set's, else "paced").
+    pub cnp: Option<CnpMode>,
+    /// With `cnp = "paced"`: at most one CNP per queue pair per this interval (50 us in
+    /// Mellanox NICs).
     pub cnp_interval: Time,
+    /// Where ACKs, NACKs and CNPs queue in switches: "data" or "control" (default: the class's
+    /// parameter set's, else "data").
+    pub ack_priority: Option<AckPriority>,
     /// Retransmission timeout (IRN's RTO_high); default 4 ms for go-back-N (a commodity NIC's
     /// ACK timeout: on a lossless fabric a pause must not look like a loss) and 320 us for IRN
     /// (the IRN paper's RTO_high).
@@ -69,7 +115,9 @@ impl Default for RdmaConfig {
             mtu: 1000,
             ack_interval: 1,
             recovery: Recovery::Gbn,
+            cnp: None,
             cnp_interval: Time::from_us(50),
+            ack_priority: None,
             rto: None,
             rto_low: Time::from_us(100),
             rto_low_packets: 3,
@@ -87,6 +135,12 @@ impl RdmaConfig {
             Recovery::Gbn => Time::from_ms(4),
             Recovery::Irn => Time::from_us(320),
         })
+    }
+
+    /// The NIC behaviour of a class whose parameter set suggests `suggested`: keys set in
+    /// `[rdma]` win.
+    pub fn class_nic(&self, suggested: ClassNic) -> ClassNic {
+        ClassNic { cnp: self.cnp.unwrap_or(suggested.cnp), ack_priority: self.ack_priority.unwrap_or(suggested.ack_priority) }
     }
 
     /// Bytes on the wire of a data packet with `payload` bytes.
@@ -112,6 +166,9 @@ impl RdmaConfig {
         }
         if self.ack_interval == 0 {
             return Err("rdma.ack_interval: expected at least 1 packet".into());
+        }
+        if self.cnp_interval == Time::ZERO {
+            return Err("rdma.cnp_interval: expected a positive duration like \"50us\" (for a CNP on every marked packet's ACK, set rdma.cnp = \"every_ack\")".into());
         }
         for (key, t) in [("rto", self.rto()), ("rto_low", self.rto_low), ("nack_interval", self.nack_interval)] {
             if t == Time::ZERO {

@@ -15,19 +15,23 @@
 //!   received, resends the holes below the highest received, then continues with new data; new
 //!   packets in flight never exceed the BDP cap. Its timer is RTO_low while few packets are in
 //!   flight, RTO_high otherwise, and a timeout resends every hole.
-//! - **CNPs**: a CE-marked packet makes the responder send a CNP, unless it sent one less than
-//!   `cnp_interval` ago, to algorithms that react to notifications (`EcnMode::Classic`);
-//!   algorithms that read per-packet marks (`EcnMode::PerPacket`) get them echoed on ACKs.
+//! - **CNPs**, to algorithms that react to notifications (`EcnMode::Classic`): paced, a
+//!   CE-marked packet makes the responder send a CNP unless it sent one less than
+//!   `cnp_interval` ago; `every_ack`, the ACK or NACK of a CE-marked packet carries the CNP flag
+//!   and the requester takes each as a CNP. Algorithms that read per-packet marks
+//!   (`EcnMode::PerPacket`) get them echoed on ACKs.
+//! - **Control priority**: with `ack_priority = "control"`, ACKs, NACKs and CNPs travel at
+//!   [`CONTROL_PRIO`], ahead of every data queue.
 //! - **TLT's rate-based marking** (EuroSys 2021, section 4.2): the last packet of the message,
 //!   the first packet of each retransmission and, when asked, every N-th packet are important;
 //!   ACKs, NACKs and CNPs are control packets.
 
-use super::{RdmaConfig, Recovery};
+use super::{AckPriority, ClassNic, CnpMode, RdmaConfig, Recovery};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
 use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
 use crate::packet::hpcc_int::{HopIdx, HEADER_BYTES};
-use crate::packet::{flags, Colour, Ecn, Packet, SackBlock, INITIAL_TTL};
+use crate::packet::{flags, Colour, Ecn, Packet, SackBlock, CONTROL_PRIO, INITIAL_TTL};
 use crate::time::{Rate, Time};
 use crate::transport::tcp::{RangeSet, Route, TimeoutRecord, TltCounts};
 use crate::transport::{Io, Side};
@@ -67,7 +71,10 @@ pub struct QueuePair {
     frame_overhead: u32,
     ack_frame: u32,
     ack_interval: u32,
+    cnp: CnpMode,
     cnp_interval: Time,
+    /// Priority of ACKs, NACKs and CNPs.
+    control_prio: u8,
     rto_high: Time,
     rto_low: Time,
     rto_low_packets: u64,
@@ -116,16 +123,18 @@ pub struct QueuePair {
     last_nack: Option<(u64, Time)>,
     last_cnp: Option<Time>,
     hops_held: Option<HopIdx>,
-    /// CNPs the responder sent.
+    /// CNPs the responder sent (with `every_ack`, ACKs that carried the CNP flag).
     pub cnps: u64,
 }
 
 impl QueuePair {
     /// A queue pair for a flow of `size` bytes (`None`: endless) whose algorithm is `cc`, with
-    /// the requester's line rate and the path's bandwidth-delay product in bytes (IRN's cap).
+    /// the requester's line rate and the path's bandwidth-delay product in bytes (IRN's cap);
+    /// `nic` is what its class chose where sources differ.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: &RdmaConfig,
+        nic: ClassNic,
         tlt: Option<u32>,
         route: Route,
         size: Option<u64>,
@@ -146,7 +155,12 @@ impl QueuePair {
             frame_overhead: cfg.frame(0) + extra,
             ack_frame: cfg.ack_frame() + extra,
             ack_interval: cfg.ack_interval,
+            cnp: nic.cnp,
             cnp_interval: cfg.cnp_interval,
+            control_prio: match nic.ack_priority {
+                AckPriority::Data => route.prio,
+                AckPriority::Control => CONTROL_PRIO,
+            },
             rto_high: cfg.rto(),
             rto_low: cfg.rto_low,
             rto_low_packets: cfg.rto_low_packets as u64,
@@ -367,7 +381,8 @@ impl QueuePair {
             cx.hops.free(stale);
         }
         let ce = pkt.ecn == Ecn::Ce;
-        if ce && self.ecn_mode == EcnMode::Classic && self.last_cnp.is_none_or(|t| now >= t + self.cnp_interval) {
+        let paced = self.cnp == CnpMode::Paced;
+        if ce && paced && self.ecn_mode == EcnMode::Classic && self.last_cnp.is_none_or(|t| now >= t + self.cnp_interval) {
             self.last_cnp = Some(now);
             self.cnps += 1;
             io.replies.push(self.control(flags::ECE, 0, pkt));
@@ -415,8 +430,15 @@ impl QueuePair {
     /// since the last ACK and the held per-hop records.
     fn send_ack(&mut self, extra: u8, data: &Packet, io: &mut Io) {
         let mut a = self.control(flags::ACK | extra, self.rcv_nxt, data);
-        if std::mem::take(&mut self.ce_unacked) && self.ecn_mode == EcnMode::PerPacket {
-            a.flags |= flags::ECE;
+        if std::mem::take(&mut self.ce_unacked) {
+            match self.ecn_mode {
+                EcnMode::PerPacket => a.flags |= flags::ECE,
+                EcnMode::Classic if self.cnp == CnpMode::EveryAck => {
+                    a.flags |= flags::ECE;
+                    self.cnps += 1;
+                }
+                _ => {}
+            }
         }
         if extra & flags::NACK != 0 && self.recovery == Recovery::Irn {
             let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
@@ -440,7 +462,7 @@ impl QueuePair {
             wire_bytes: self.ack_frame,
             flags: flags | flags::REVERSE,
             ttl: INITIAL_TTL,
-            prio: r.prio,
+            prio: self.control_prio,
             ts_echo: data.ts,
             hops_echo: Some(INITIAL_TTL.saturating_sub(data.ttl)),
             colour: if self.tlt.is_some() { Colour::Control } else { Colour::Unimportant },
@@ -527,6 +549,10 @@ impl QueuePair {
             ..AckSignals::default()
         };
         self.cc.on_ack(&signals, &mut self.win);
+        if ce && self.ecn_mode == EcnMode::Classic {
+            // `every_ack`: the flag is the CNP, taken after the acknowledgement it rides on.
+            self.cc.on_congestion(CongestionEvent::Ecn, now, &mut self.win);
+        }
         if self.una >= self.size && self.persistent {
             // Every message so far is acknowledged; the next append wakes the queue pair.
             self.rto_timer.cancel();
@@ -619,6 +645,9 @@ mod tests {
                 self.0 += 1;
             }
         }
+        fn state(&self) -> Vec<(&'static str, f64)> {
+            vec![("cnps", self.0 as f64)]
+        }
     }
 
     /// Every packet the requester may send now, advancing the clock past its pacing.
@@ -644,7 +673,7 @@ mod tests {
     fn qp(recovery: Recovery, size: u64, mode: EcnMode) -> QueuePair {
         let cfg = RdmaConfig { recovery, ..RdmaConfig::default() };
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
-        QueuePair::new(&cfg, None, route, Some(size), Box::new(Fixed(0, mode)), Rate::gbps(25), 100_000)
+        QueuePair::new(&cfg, ClassNic::default(), None, route, Some(size), Box::new(Fixed(0, mode)), Rate::gbps(25), 100_000)
     }
 
     /// Sends `size` bytes through a responder that loses the packets whose index is in `lose`
@@ -726,6 +755,7 @@ mod tests {
         let mut b = Bench::new();
         let mut q = QueuePair::new(
             &cfg,
+            ClassNic::default(),
             Some(4),
             route,
             Some(10_000),
@@ -767,5 +797,44 @@ mod tests {
         }
         assert_eq!(cnps, 2, "at 0 and 50 us");
         assert_eq!(q.cnps, 2);
+    }
+
+    #[test]
+    fn every_ack_of_a_marked_packet_carries_a_cnp_that_reaches_the_algorithm() {
+        // The HPCC simulator's receiver flags each ACK of a CE-marked packet, without pacing.
+        let mut b = Bench::new();
+        let nic = ClassNic { cnp: CnpMode::EveryAck, ack_priority: AckPriority::Control };
+        let cfg = RdmaConfig::default();
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3 };
+        let mut q = QueuePair::new(&cfg, nic, None, route, Some(1_000_000), Box::new(Fixed(0, EcnMode::Classic)), Rate::gbps(25), 100_000);
+        let mut flagged = 0;
+        for i in 0..10u64 {
+            b.now = Time::from_us(i);
+            let ecn = if i % 2 == 0 { Ecn::Ce } else { Ecn::Ect };
+            let p = Packet { seq: i * 1000, payload: 1000, ecn, ts: b.now, ..Packet::default() };
+            let io = deliver(&mut b, &mut q, Side::Server, &p);
+            assert_eq!(io.replies.len(), 1, "one ACK per packet and no separate CNP");
+            let ack = io.replies[0];
+            assert!(ack.has(flags::ACK));
+            assert_eq!(ack.prio, CONTROL_PRIO, "ACKs travel ahead of the data");
+            assert_eq!(ack.has(flags::ECE), ecn == Ecn::Ce, "packet {i}");
+            flagged += ack.has(flags::ECE) as u64;
+            deliver(&mut b, &mut q, Side::Client, &ack);
+        }
+        assert_eq!((flagged, q.cnps), (5, 5));
+        assert_eq!(q.cc.state(), vec![("cnps", 5.0)], "each flagged ACK is one CNP to the algorithm");
+    }
+
+    #[test]
+    fn acks_stay_in_their_class_queue_by_default() {
+        let mut b = Bench::new();
+        let cfg = RdmaConfig::default();
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3 };
+        let mut q = QueuePair::new(&cfg, ClassNic::default(), None, route, Some(10_000), Box::new(Fixed(0, EcnMode::Classic)), Rate::gbps(25), 100_000);
+        let p = Packet { seq: 0, payload: 1000, ecn: Ecn::Ce, ..Packet::default() };
+        let io = deliver(&mut b, &mut q, Side::Server, &p);
+        assert_eq!(io.replies.len(), 2, "a paced CNP and the ACK");
+        assert!(io.replies.iter().all(|r| r.prio == 3));
+        assert!(!io.replies.iter().find(|r| r.has(flags::ACK)).unwrap().has(flags::ECE), "the ACK carries no CNP");
     }
 }
