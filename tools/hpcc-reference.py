@@ -9,6 +9,9 @@ reference's analysis/fct_analysis.py computes them: max(1, fct / standalone fct)
 index int(n p) of the sorted list.
 
   tools/hpcc-reference.py [--sluice target/release/sluice] [--cc dcqcn ...] [--workload ws50 ...]
+
+With --paper it runs scenarios/hpcc_ws320.toml (the HPCC paper's setting, with its incast) for each
+algorithm instead, and prints docs/rdma.md's table of that scenario.
 """
 import argparse
 import csv
@@ -56,8 +59,8 @@ def reference(cc, wl):
     return rows, pauses
 
 
-def overrides(cc, wl):
-    sets = [f"classes.default.cc={cc}", f"workloads.0.file={wl}.flows"]
+def overrides(cc, wl=None):
+    sets = [f"classes.default.cc={cc}"] + ([f"workloads.0.file={wl}.flows"] if wl else [])
     if cc == "dctcp_rate":
         for rate, (k, kmax) in DCTCP_ECN.items():
             sets += [f'switch.rates."{rate}".ecn.kmin={k}', f'switch.rates."{rate}".ecn.kmax={kmax}',
@@ -65,9 +68,9 @@ def overrides(cc, wl):
     return sets
 
 
-def run_sluice(binary, cc, wl, extra):
+def run_sluice(binary, cc, wl, extra, scenario=os.path.join(REF, "scenario.toml")):
     out = tempfile.mkdtemp(prefix=f"sluice-ref-{cc}-{wl}-")
-    cmd = [binary, "run", os.path.join(REF, "scenario.toml"), "--out", out, "--quiet"]
+    cmd = [binary, "run", scenario, "--out", out, "--quiet"]
     for s in overrides(cc, wl) + extra:
         cmd += ["--set", s]
     subprocess.run(cmd, check=True)
@@ -87,7 +90,11 @@ def main():
     ap.add_argument("--cc", nargs="*", default=CCS)
     ap.add_argument("--workload", nargs="*", default=WORKLOADS)
     ap.add_argument("--set", action="append", default=[], help="an extra --set for every sluice run")
+    ap.add_argument("--paper", action="store_true", help="run scenarios/hpcc_ws320.toml instead")
     a = ap.parse_args()
+    if a.paper:
+        paper(a)
+        return
     print("| workload | cc | group | p50 sluice / ref | p95 sluice / ref | p99 sluice / ref | flows |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for wl in a.workload:
@@ -107,6 +114,18 @@ def main():
                 print(f"| {wl} | {cc} | {g} | {' | '.join(cells)} | {len(sg[g])} / {len(rg[g])} |")
             print(f"| {wl} | {cc} | PFC pauses | {sl_pauses} / {ref_pauses} | | | |")
             sys.stdout.flush()
+
+
+def paper(a):
+    scenario = os.path.join(HERE, "..", "scenarios", "hpcc_ws320.toml")
+    print("| cc | <100KB p50 | <100KB p95 | <100KB p99 | >=1MB p50 | >=1MB p95 | >=1MB p99 | all p99 | PFC pauses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for cc in a.cc:
+        rows, pauses = run_sluice(a.sluice, cc, None, a.set, scenario)
+        g = groups(rows)
+        cells = [f"{pctl(g[k], p):.2f}" for k in ("<100KB", ">=1MB") for p in (0.5, 0.95, 0.99)]
+        print(f"| `{cc}` | {' | '.join(cells)} | {pctl(g['all'], 0.99):.2f} | {pauses:,} |")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -115,3 +115,13 @@ fn hpcc_agrees_with_the_reference_on_websearch_at_50_percent() {
 fn hpcc_agrees_with_the_reference_on_fb_hadoop_at_30_percent() {
     compare("hpcc", "fb30");
 }
+
+#[test]
+fn timely_agrees_with_the_reference_on_websearch_at_50_percent() {
+    compare("timely", "ws50");
+}
+
+#[test]
+fn timely_agrees_with_the_reference_on_fb_hadoop_at_30_percent() {
+    compare("timely", "fb30");
+}
