@@ -285,6 +285,9 @@ fn list() {
         for (p, d) in a.params {
             println!("      {p} = {d}");
         }
+        for set in sluice_sim::cc::presets::PRESETS.iter().filter(|s| s.algorithm == a.name) {
+            println!("      preset = \"{}\": {}", set.name, set.source);
+        }
     }
     println!("\ntopologies (topology.kind): star, dumbbell, leaf_spine, fat_tree, hpcc_file");
     println!("workloads (workloads[].kind):");
@@ -301,5 +304,5 @@ fn list() {
     ] {
         println!("  {kind:<12} {what}");
     }
-    println!("ECN marking (switch.ecn.mode): off, step (k), red (kmin, kmax, pmax)");
+    println!("ECN marking (switch.ecn.mode): off, step (k), red (kmin, kmax, pmax); mark_at = enqueue or dequeue");
 }

@@ -462,3 +462,28 @@ fn proxy_workloads_are_refused_at_their_keys() {
     refused(&format!("{hs}{proxy}header_size = 100\nservers = [3]\n"), &[], &["workloads[0].servers: not used by kind = \"proxy\""]);
     refused(&format!("{hs}{proxy}header_size = 100\nbody_size = \"1MB\"\n[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n"), &[], &["a proxy relays TCP connections, but class \"r\" runs on RDMA"]);
 }
+
+#[test]
+fn an_unknown_parameter_set_names_the_sets_the_algorithm_has() {
+    refused(
+        "[classes.default]\ncc = \"dcqcn\"\ntransport = \"rdma\"\npreset = \"hpcc\"\n",
+        &[],
+        &["classes.default.preset", "unknown parameter set \"hpcc\" for dcqcn", "\"paper\", \"hpcc_sim\""],
+    );
+    refused("[classes.default]\ncc = \"cubic\"\npreset = \"paper\"\n", &[], &["classes.default.preset", "cubic has no named parameter sets"]);
+}
+
+#[test]
+fn a_zero_cnp_interval_is_refused_and_points_to_every_ack() {
+    refused(
+        "[rdma]\ncnp_interval = \"0us\"\n[classes.default]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n",
+        &[],
+        &["rdma.cnp_interval", "positive duration", "rdma.cnp = \"every_ack\""],
+    );
+    refused("[rdma]\ncnp = \"always\"\n", &[], &["rdma.cnp", "paced", "every_ack"]);
+    refused(
+        "[switch.ecn]\nmode = \"step\"\nk = \"10KB\"\nmark_at = \"egress\"\n",
+        &[],
+        &["switch.ecn.mark_at", "expected \"enqueue\" or \"dequeue\""],
+    );
+}

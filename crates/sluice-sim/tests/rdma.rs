@@ -219,10 +219,11 @@ fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
     }
     // Tolerance 25% (the bound); measured 29.4 KB against the model's 24.6 KB. At other N
     // the two part further: see the next test, whose 10% bound against the discrete model this
-    // run meets too (-1.9%).
+    // run meets too (-2.0%).
     let (sim, model) = (mean_queue(&world, 75_000_000), fluid_model_queue(2.0));
-    assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
     let discrete = discrete_model_mean(2);
+    println!("N = 2: simulated {sim:.0} B, discrete model {discrete:.0} B, fluid model {model:.0} B");
+    assert!((sim / model - 1.0).abs() < 0.25, "queue {sim:.0} B, fluid model {model:.0} B");
     assert!((sim / discrete - 1.0).abs() < 0.10, "queue {sim:.0} B, discrete model {discrete:.0} B");
 }
 
@@ -231,8 +232,8 @@ fn dcqcn_two_flows_share_fairly_around_the_fluid_models_queue() {
 /// the dynamics, while DCQCN's discrete cuts keep the queue swinging between empty and K_max, and
 /// at N = 10 every excursion past K_max marks every packet and cuts all flows at once. The
 /// simulator must follow the discrete model within 10% (N = 2 is checked in the test above):
-/// measured -1.9% at N = 2, +5.5% at N = 4
-/// and +5.7% at N = 10, while doubling R_AI in the simulator alone moves it by 12-13%. At N = 6
+/// measured -2.0% at N = 2, +4.7% at N = 4
+/// and +4.0% at N = 10, while doubling R_AI in the simulator alone moves it by 12-13%. At N = 6
 /// both swing between runs (simulator seeds 1-3: 74-92 KB; the discrete model's seeds 1-8:
 /// 72-89 KB), so it is printed, not asserted.
 #[test]

@@ -98,7 +98,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "paper",
         algorithm: "hpcc",
-        source: "the HPCC paper (Li et al., SIGCOMM 2019): maxStage 5, W_AI = W_init (1 - eta) / N",
+        source: "the HPCC paper (Li et al., SIGCOMM 2019) as printed: maxStage 5 (its authors note the simulations ran 0, as hpcc_sim does), W_AI = W_init (1 - eta) / N",
         params: |_| String::new(),
         nic: PAPER_NIC,
     },
