@@ -384,7 +384,11 @@ fn pfc_settings_are_refused_at_their_keys() {
 #[test]
 fn rdma_settings_are_refused_at_their_keys() {
     refused("[rdma]\nmtu = 100\n", &[], &["rdma.mtu", "256 to 9000", "100"]);
-    refused("[rdma]\nrecovery = \"sack\"\n", &[], &["rdma.recovery", "s.toml:11: rdma.recovery", "unknown variant `sack`, expected `gbn` or `irn`"]);
+    refused(
+        "[rdma]\nrecovery = \"selective\"\n",
+        &[],
+        &["rdma.recovery", "s.toml:11: rdma.recovery", "unknown variant `selective`, expected one of `gbn`, `irn`, `sack`"],
+    );
     refused("[rdma]\nrecovery = \"irn\"\nrto_low = \"1ms\"\n", &[], &["rdma.rto_low", "at most rdma.rto (320us)"]);
     refused("[rdma]\nack_interval = 0\n", &[], &["rdma.ack_interval", "at least 1"]);
     refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"roce\"\n", &[], &["classes.r.transport", "expected `tcp` or `rdma`"]);
@@ -468,7 +472,7 @@ fn an_unknown_parameter_set_names_the_sets_the_algorithm_has() {
     refused(
         "[classes.default]\ncc = \"dcqcn\"\ntransport = \"rdma\"\npreset = \"hpcc\"\n",
         &[],
-        &["classes.default.preset", "unknown parameter set \"hpcc\" for dcqcn", "\"paper\", \"hpcc_sim\""],
+        &["classes.default.preset", "unknown parameter set \"hpcc\" for dcqcn", "\"paper\", \"hpcc_sim\", \"tlt_sim\""],
     );
     refused("[classes.default]\ncc = \"cubic\"\npreset = \"paper\"\n", &[], &["classes.default.preset", "cubic has no named parameter sets"]);
 }
@@ -486,4 +490,10 @@ fn a_zero_cnp_interval_is_refused_and_points_to_every_ack() {
         &[],
         &["switch.ecn.mark_at", "expected \"enqueue\" or \"dequeue\""],
     );
+}
+
+#[test]
+fn sack_recovery_without_an_rdma_class_is_refused() {
+    // TCP always recovers with SACK; rdma.recovery only shapes queue pairs.
+    refused("[rdma]\nrecovery = \"sack\"\n", &[], &["rdma.recovery", "\"sack\" recovers RDMA queue pairs", "transport = \"rdma\""]);
 }

@@ -968,6 +968,12 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     let sc = &loaded.scenario;
     sc.transport.validate()?;
     sc.rdma.validate()?;
+    if sc.rdma.recovery != crate::transport::rdma::Recovery::Gbn && !sc.classes.values().any(|c| c.transport == ClassTransport::Rdma) {
+        return Err(format!(
+            "rdma.recovery: \"{}\" recovers RDMA queue pairs, and no class has transport = \"rdma\"; TCP classes always recover with SACK (RFC 6675), so remove the key or give a class transport = \"rdma\"",
+            sc.rdma.recovery.name()
+        ));
+    }
     if sc.switch.buffer.0 == 0 {
         return Err("switch.buffer: expected a positive size like \"16MB\"".into());
     }

@@ -1021,7 +1021,9 @@ impl World {
         if self.flows[f as usize].relay.is_some() {
             self.relay_step(f, h, now);
         }
-        if io.response {
+        // Only a flow that expects a response (a transaction) takes the server's FIN as one: the
+        // backend's FIN on a proxy's relayed connection is not a second completion.
+        if io.response && self.flows[f as usize].response.is_some() {
             self.response_to_app(f, now);
         }
         let flow = &mut self.flows[f as usize];

@@ -1,7 +1,8 @@
 //! AccelTCP (Moon et al., NSDI 2020) on the host CPU model: SYN cookies on the NIC keep the host
 //! free of half-open state and drop forged handshakes, teardown offload takes the close off the
 //! host and survives a lost FIN, a full NIC table makes the host fall back without losing
-//! anything, and the key-value experiment's gain over the host stack (paper: 2.3x on one core).
+//! anything, the key-value experiment's gain over the host stack (paper: 2.3x on one core), and
+//! the L7 proxy's gain from splicing over HAProxy on mTCP (paper: 17x on one core, 11.8x on eight).
 
 mod common;
 use common::{run_file, run_text};
@@ -342,21 +343,70 @@ fn spliced_connections_recover_from_loss_end_to_end() {
     }
 }
 
+/// Gbit/s a proxy (host 0) relayed over a run: the bytes its backend connections delivered. Not
+/// requests per second: when the host relays, the backend's FIN reaching the proxy counts the
+/// request again.
+fn relayed_gbps(world: &World) -> f64 {
+    let bytes: u64 = world.flows().iter().filter(|f| f.src == 0).map(|f| f.bytes_delivered()).sum();
+    bytes as f64 * 8.0 / world.now().secs_f64() / 1e9
+}
+
 #[test]
 fn splicing_lets_one_proxy_core_relay_at_line_rate() {
-    // Paper (section 6, HAProxy): up to 11.9x over HAProxy on Linux. Here the host stack's costs
-    // are a kernel-bypass stack's (as for the key-value experiment), which relays 64 KB requests
-    // at about 15 Gbit/s on one 2.4 GHz core; spliced, the proxy's 40 Gbit/s link is the limit:
-    // 2.4x (docs/acceltcp.md). Asserted: spliced within 80% of the link and 2x to 3.5x the host.
-    let host = per_s(&run_file(PROXY, &[]));
-    let accel_world = run_file(PROXY, &["offload.hosts=[0]"]);
-    let accel = per_s(&accel_world);
-    let gbps = accel * (128.0 + 64_000.0) * 8.0 / 1e9;
-    assert!(gbps > 0.8 * 40.0, "spliced: {gbps:.1} Gbit/s");
-    assert!((2.0..=3.5).contains(&(accel / host)), "spliced {accel:.0} req/s, host {host:.0}: {:.2}x", accel / host);
+    // With the default costs (the key-value experiment's mTCP split), one 2.4 GHz core relays 64 KB
+    // requests on its host at about 1.9 cycles per byte, near 10 Gbit/s; spliced, the proxy's
+    // 40 Gbit/s link is the limit: 3.7x (docs/acceltcp.md). Asserted: spliced within 80% of the
+    // link, the host relay 8 to 12 Gbit/s, the gain 3x to 4.5x. The run ends as the workload
+    // stops issuing, so the relay is busy all along.
+    let to_the_end = "sim.duration=\"10ms\"";
+    let host = relayed_gbps(&run_file(PROXY, &[to_the_end]));
+    let accel_world = run_file(PROXY, &[to_the_end, "offload.hosts=[0]"]);
+    let accel = relayed_gbps(&accel_world);
+    assert!(accel > 0.8 * 40.0, "spliced: {accel:.1} Gbit/s");
+    assert!((8.0..=12.0).contains(&host), "host relay: {host:.1} Gbit/s");
+    assert!((3.0..=4.5).contains(&(accel / host)), "spliced {accel:.1} Gbit/s, host {host:.1}: {:.2}x", accel / host);
     let cpu = accel_world.cpus()[0].as_ref().unwrap();
     let busy: u64 = cpu.breakdown().map(|c| c.total()).sum();
-    assert!((busy as f64) < 0.5 * 2.4e6 * 11.0, "the spliced proxy's core is mostly idle");
+    assert!((busy as f64) < 0.5 * 2.4e6 * 10.0, "the spliced proxy's core is mostly idle");
+}
+
+const PROXY_MTCP: &str = "scenarios/acceltcp_proxy_mtcp.toml";
+
+#[test]
+fn against_mtcp_haproxy_splicing_gains_what_the_paper_reports_on_one_and_eight_cores() {
+    // Paper (section 6, HAProxy, SpecWeb2009-like objects, 2 x 40 GbE at the proxy): HAProxy on
+    // mTCP relays 4.3 Gbit/s on one core and 6.2 on eight; on AccelTCP 73.1 on both, 17.0x and
+    // 11.8x. The scenario's cost per byte is calibrated to the one-core figure with 64 KB objects
+    // (an assumed mean), the eight-core override to the eight-core figure: the model's cores share
+    // nothing, so one core's cost would relay 8x (docs/acceltcp.md). Asserted: the gains within 2x
+    // of the paper's (8.5x to 34x, 5.9x to 23.6x); the calibrated host relay within 10% of the
+    // paper's rate; and what the calibration does not set, the spliced proxy relaying above 80% of
+    // its 80 Gbit/s link on one core as on eight (paper: 73.1 on both), its cores under 80% busy.
+    let eight = ["cpu.cores=8", "cpu.costs.per_byte=11.7"];
+    for (cores, extra, paper_host) in [(1, &[][..], 4.3), (8, &eight[..], 6.2)] {
+        let paper_gain = 73.1 / paper_host;
+        let host = relayed_gbps(&run_file(PROXY_MTCP, extra));
+        let accel_world = run_file(PROXY_MTCP, &[extra, &["offload.hosts=[0]"]].concat());
+        let accel = relayed_gbps(&accel_world);
+        let gain = accel / host;
+        assert!(
+            (host / paper_host - 1.0).abs() < 0.1,
+            "{cores} cores: host relay {host:.2} Gbit/s, paper {paper_host}"
+        );
+        assert!(accel > 0.8 * 80.0, "{cores} cores: spliced {accel:.1} Gbit/s");
+        assert!(
+            (paper_gain / 2.0..=paper_gain * 2.0).contains(&gain),
+            "{cores} cores: spliced {accel:.1} Gbit/s over host {host:.2}: {gain:.1}x, paper {paper_gain:.1}x"
+        );
+        let cpu = accel_world.cpus()[0].as_ref().unwrap();
+        let busy: u64 = cpu.breakdown().map(|c| c.total()).sum();
+        let had = 2.4e9 * cores as f64 * accel_world.now().secs_f64();
+        assert!(
+            (busy as f64) < 0.8 * had,
+            "{cores} cores: the spliced proxy's cores were {:.0}% busy",
+            100.0 * busy as f64 / had
+        );
+    }
 }
 
 #[test]

@@ -44,6 +44,11 @@ const HPCC_SIM: &str = "the HPCC paper's simulator (alibaba-edu/High-Precision-C
 const HPCC_SIM_NIC: ClassNic = ClassNic { cnp: CnpMode::EveryAck, ack_priority: AckPriority::Data };
 const PAPER_NIC: ClassNic = ClassNic { cnp: CnpMode::Paced, ack_priority: AckPriority::Data };
 
+/// The TLT paper's RDMA simulator (kaist-ina/ns3-tlt-rdma-public, built on the HPCC simulator)
+/// runs DCQCN and HPCC from its `config/config.txt` and `docker/template.config`, with the same
+/// receiver (a CNP flag on every marked ACK) and ACKs with the data.
+const TLT_SIM: &str = "the TLT paper's RDMA simulator (kaist-ina/ns3-tlt-rdma-public, config/config.txt)";
+
 /// Every named set.
 pub static PRESETS: &[Preset] = &[
     Preset {
@@ -65,6 +70,18 @@ pub static PRESETS: &[Preset] = &[
                 rate(r.0 / 5_000),
                 rate(r.0 / 500)
             )
+        },
+        nic: HPCC_SIM_NIC,
+    },
+    Preset {
+        name: "tlt_sim",
+        algorithm: "dcqcn",
+        source: TLT_SIM,
+        params: |_| {
+            "alpha_interval = \"1us\"\ndecrease_interval = \"4us\"\nrate_timer = \"900us\"\nbyte_counter = \"0B\"\n\
+             fast_recovery = 1\nrate_ai = \"50Mbps\"\nrate_hai = \"100Mbps\"\nmin_rate = \"100Mbps\"\n\
+             clamp_target = false\ng = 0.00390625\nrate_on_first_cnp = 1.0"
+                .into()
         },
         nic: HPCC_SIM_NIC,
     },
@@ -107,6 +124,13 @@ pub static PRESETS: &[Preset] = &[
         algorithm: "hpcc",
         source: HPCC_SIM,
         params: |r| format!("eta = 0.95\nmax_stage = 0\nrate_ai = {}", rate(r.0 / 2_500)),
+        nic: HPCC_SIM_NIC,
+    },
+    Preset {
+        name: "tlt_sim",
+        algorithm: "hpcc",
+        source: TLT_SIM,
+        params: |_| "eta = 0.95\nmax_stage = 5\nrate_ai = \"50Mbps\"".into(),
         nic: HPCC_SIM_NIC,
     },
 ];
@@ -160,7 +184,7 @@ mod tests {
     #[test]
     fn an_unknown_set_names_the_sets_there_are() {
         let e = lookup("dcqcn", "hpcc").err().unwrap();
-        assert_eq!(e, "unknown parameter set \"hpcc\" for dcqcn; expected one of: \"paper\", \"hpcc_sim\"");
+        assert_eq!(e, "unknown parameter set \"hpcc\" for dcqcn; expected one of: \"paper\", \"hpcc_sim\", \"tlt_sim\"");
         assert!(lookup("cubic", "paper").err().unwrap().contains("cubic has no named parameter sets"));
     }
 

@@ -33,6 +33,9 @@ pub enum Recovery {
     /// the cumulative ACK and the packet that arrived; the sender resends only the holes, with a
     /// low timeout when few packets are in flight and in-flight packets capped at one BDP.
     Irn,
+    /// Selective repeat as IRN's, without its BDP cap and with a single timeout (`rto`, 4 ms by
+    /// default): the TLT paper's "SACK" for RDMA (its simulator's IRN with `IRN_NO_BDPFC`).
+    Sack,
 }
 
 /// How a responder tells the requester's algorithm that packets arrived CE-marked.
@@ -74,6 +77,17 @@ impl Default for ClassNic {
     }
 }
 
+impl Recovery {
+    /// The name a scenario gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recovery::Gbn => "gbn",
+            Recovery::Irn => "irn",
+            Recovery::Sack => "sack",
+        }
+    }
+}
+
 /// The `[rdma]` table: settings every RDMA queue pair shares.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -82,7 +96,7 @@ pub struct RdmaConfig {
     pub mtu: u32,
     /// Acknowledge every this many in-order packets (and always a message's last packet).
     pub ack_interval: u32,
-    /// Loss recovery: "gbn" or "irn".
+    /// Loss recovery: "gbn", "irn" or "sack".
     pub recovery: Recovery,
     /// How CE marks reach the requester: "paced" or "every_ack" (default: the class's
     /// parameter set's, else "paced").
@@ -93,9 +107,9 @@ pub struct RdmaConfig {
     /// Where ACKs, NACKs and CNPs queue in switches: "data" or "control" (default: the class's
     /// parameter set's, else "data").
     pub ack_priority: Option<AckPriority>,
-    /// Retransmission timeout (IRN's RTO_high); default 4 ms for go-back-N (a commodity NIC's
-    /// ACK timeout: on a lossless fabric a pause must not look like a loss) and 320 us for IRN
-    /// (the IRN paper's RTO_high).
+    /// Retransmission timeout (IRN's RTO_high); default 4 ms for go-back-N and SACK (a commodity
+    /// NIC's ACK timeout: on a lossless fabric a pause must not look like a loss; the TLT paper's
+    /// simulator gives SACK 4 ms) and 320 us for IRN (the IRN paper's RTO_high).
     pub rto: Option<Time>,
     /// IRN's RTO_low, used while at most `rto_low_packets` packets are in flight.
     pub rto_low: Time,
@@ -132,7 +146,7 @@ impl RdmaConfig {
     /// The retransmission timeout in use (IRN's RTO_high).
     pub fn rto(&self) -> Time {
         self.rto.unwrap_or(match self.recovery {
-            Recovery::Gbn => Time::from_ms(4),
+            Recovery::Gbn | Recovery::Sack => Time::from_ms(4),
             Recovery::Irn => Time::from_us(320),
         })
     }

@@ -15,6 +15,8 @@
 //!   received, resends the holes below the highest received, then continues with new data; new
 //!   packets in flight never exceed the BDP cap. Its timer is RTO_low while few packets are in
 //!   flight, RTO_high otherwise, and a timeout resends every hole.
+//! - **SACK**: IRN's selective repeat without its BDP cap and with one timeout, `rdma.rto` (the
+//!   TLT paper's "DCQCN+SACK", its simulator's IRN with `IRN_NO_BDPFC`).
 //! - **CNPs**, to algorithms that react to notifications (`EcnMode::Classic`): paced, a
 //!   CE-marked packet makes the responder send a CNP unless it sent one less than
 //!   `cnp_interval` ago; `every_ack`, the ACK or NACK of a CE-marked packet carries the CNP flag
@@ -281,12 +283,12 @@ impl QueuePair {
     fn window_open(&self) -> bool {
         let outstanding = match self.recovery {
             Recovery::Gbn => self.nxt - self.una,
-            Recovery::Irn => self.in_flight(),
+            Recovery::Irn | Recovery::Sack => self.in_flight(),
         };
         if outstanding >= self.win.cwnd {
             return false;
         }
-        self.recovery == Recovery::Gbn || (self.high - self.una).div_ceil(self.mtu) < self.irn_cap
+        self.recovery != Recovery::Irn || (self.high - self.una).div_ceil(self.mtu) < self.irn_cap
     }
 
     /// True if the requester could send now, ignoring the rate limiter.
@@ -418,7 +420,7 @@ impl QueuePair {
                         self.send_ack(flags::NACK, pkt, io);
                     }
                 }
-                Recovery::Irn => {
+                Recovery::Irn | Recovery::Sack => {
                     self.ooo.insert(seq, end);
                     self.send_ack(flags::NACK, pkt, io);
                 }
@@ -440,7 +442,7 @@ impl QueuePair {
                 _ => {}
             }
         }
-        if extra & flags::NACK != 0 && self.recovery == Recovery::Irn {
+        if extra & flags::NACK != 0 && self.recovery != Recovery::Gbn {
             let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
             a.sack[0] = SackBlock { start: off(data.seq), end: off(data.seq + data.payload as u64) };
             a.sack_len = 1;
@@ -506,7 +508,7 @@ impl QueuePair {
                         self.start_retransmission();
                     }
                 }
-                Recovery::Irn => {
+                Recovery::Irn | Recovery::Sack => {
                     for (s, e) in pkt.sack_ranges() {
                         let (s, e) = (s.max(self.una), e.min(self.high));
                         if e > s {
@@ -600,7 +602,7 @@ impl QueuePair {
                     self.cc.on_congestion(CongestionEvent::Timeout, now, &mut self.win);
                     match self.recovery {
                         Recovery::Gbn => self.nxt = self.una,
-                        Recovery::Irn => {
+                        Recovery::Irn | Recovery::Sack => {
                             self.lost_below = self.high;
                             self.retx_next = self.una;
                         }
@@ -738,8 +740,25 @@ mod tests {
     }
 
     #[test]
+    fn sack_resends_only_the_losses_without_irns_cap_or_low_timeout() {
+        let (q, delivered) = run(Recovery::Sack, 20_000, &[5, 12]);
+        assert!(q.done);
+        assert_eq!(delivered, 20_000);
+        assert_eq!(q.retransmits, 2, "only packets 5 and 12");
+        // IRN stops at one BDP in flight (100 packets here); SACK does not.
+        let mut b = Bench::new();
+        let (mut irn, mut sack) = (qp(Recovery::Irn, 1_000_000, EcnMode::Off), qp(Recovery::Sack, 1_000_000, EcnMode::Off));
+        assert_eq!(drain(&mut b, &mut irn).len(), 100);
+        assert_eq!(drain(&mut b, &mut sack).len(), 1_000);
+        // A lost tail waits for the 4 ms timeout, not IRN's 100 us RTO_low.
+        let (q, _) = run(Recovery::Sack, 5_000, &[4]);
+        let t = &q.timeouts[0];
+        assert_eq!(t.fired - t.last_tx, Time::from_ms(4));
+    }
+
+    #[test]
     fn a_lost_tail_times_out_and_is_resent() {
-        for rec in [Recovery::Gbn, Recovery::Irn] {
+        for rec in [Recovery::Gbn, Recovery::Irn, Recovery::Sack] {
             let (q, delivered) = run(rec, 5_000, &[4]);
             assert!(q.done, "{rec:?}");
             assert_eq!(delivered, 5_000);
