@@ -1,6 +1,7 @@
 """TLT's experiments (docs/tlt.md): the incast sweep on scenarios/tlt_incast.toml (one seed:
-nothing in it is random), and the baselines on scenarios/tlt_leafspine.toml over seeds 1-3 (mean
-and 95% confidence interval), on TCP and on RDMA queue pairs. Prints the markdown tables of
+nothing in it is random), the baselines on scenarios/tlt_leafspine.toml over seeds 1-3 (mean
+and 95% confidence interval) on TCP, and on RDMA queue pairs on scenarios/tlt_rdma.toml (one
+seed: each run is 265 M events). Prints the markdown tables of
 docs/tlt.md and draws docs/figures/tlt_incast.png and docs/figures/tlt_leafspine.png.
 Run: target/venv-test/bin/python tools/tlt-experiments.py [--store DIR]"""
 
@@ -38,23 +39,21 @@ LEAFSPINE = [
     ("DCTCP + TLT + PFC", {"pfc.enabled": "true"}),
 ]
 
-# The leaf-spine on RDMA queue pairs: both classes' flows, with DCQCN or HPCC.
-RDMA = {"classes.background.transport": "rdma", "classes.foreground.transport": "rdma"}
-DCQCN = {**RDMA, "classes.background.cc": "dcqcn", "classes.foreground.cc": "dcqcn"}
-HPCC = {**RDMA, "classes.background.cc": "hpcc", "classes.foreground.cc": "hpcc"}
-IRN = {"rdma.recovery": "irn"}
-OFF, PFC = {"tlt.enabled": "false"}, {"pfc.enabled": "true"}
-LEAFSPINE_RDMA = [
-    ("DCQCN", {**DCQCN, **OFF}),
-    ("DCQCN + TLT", DCQCN),
-    ("DCQCN + PFC", {**DCQCN, **OFF, **PFC}),
-    ("DCQCN + TLT + PFC", {**DCQCN, **PFC}),
-    ("DCQCN, IRN", {**DCQCN, **IRN, **OFF}),
-    ("DCQCN, IRN + TLT", {**DCQCN, **IRN}),
-    ("HPCC", {**HPCC, **OFF}),
-    ("HPCC + TLT", HPCC),
-    ("HPCC + PFC", {**HPCC, **OFF, **PFC}),
-    ("HPCC + TLT + PFC", {**HPCC, **PFC}),
+# TLT on RDMA queue pairs, on scenarios/tlt_rdma.toml (the TLT paper's RDMA simulator's setting):
+# "SACK" is its IRN without BDP flow control (the scenario's default), "IRN" its IRN with
+# IrnRtoLow 454 us, IrnRtoHigh 1930 us and IrnBdp 18,750 bytes.
+SACK_OFF, PFC = {"tlt.enabled": "false"}, {"pfc.enabled": "true"}
+IRN = {"rdma.recovery": "irn", "rdma.rto": "1930us", "rdma.rto_low": "454us", "rdma.irn_window": "19"}
+HPCC = {"classes.background.cc": "hpcc", "classes.foreground.cc": "hpcc"}
+TLT_RDMA = [
+    ("DCQCN+SACK", SACK_OFF),
+    ("DCQCN+SACK + TLT", {}),
+    ("DCQCN+IRN", {**IRN, **SACK_OFF}),
+    ("DCQCN+IRN + TLT", IRN),
+    ("HPCC+SACK", {**HPCC, **SACK_OFF}),
+    ("HPCC+SACK + TLT", HPCC),
+    ("DCQCN+SACK + PFC", {**SACK_OFF, **PFC}),
+    ("DCQCN+SACK + TLT + PFC", PFC),
 ]
 
 
@@ -96,7 +95,8 @@ def incast(store: Path):
     fig.savefig(REPO / "docs" / "figures" / "tlt_incast.png", dpi=110)
 
 
-def leafspine(store: Path, variants: list, prefix: str, figure: str, title: str):
+def leafspine(store: Path, variants: list, prefix: str, figure: str, title: str, scenario="tlt_leafspine.toml",
+              load=0.3, seeds=SEEDS):
     fg, bg = "classes.foreground.fct_ns.p999:us", "classes.background.fct_ns.mean:us"
     metrics = [fg, bg, "timeouts", "pfc_pauses"]
     print("| variant | foreground p99.9 FCT (us) | background mean FCT (us) | timeouts | PFC pauses |")
@@ -105,7 +105,7 @@ def leafspine(store: Path, variants: list, prefix: str, figure: str, title: str)
     for label, fixed in variants:
         name = label.replace(" ", "").replace(",", "_").replace("+", "_")
         # A grid needs a key: the seed-independent workload load, at its scenario value.
-        r = run("tlt_leafspine.toml", {"workloads.0.load": [0.3]}, fixed, metrics, store / f"{prefix}-{name}", SEEDS).iloc[0]
+        r = run(scenario, {"workloads.0.load": [load]}, fixed, metrics, store / f"{prefix}-{name}", seeds).iloc[0]
         pauses = f"{r['pfc_pauses:mean']:.0f}" if "pfc.enabled" in fixed else "-"
         print(f"| {label} | {cell(r, fg)} | {cell(r, bg)} | {r['timeouts:mean']:.0f} | {pauses} |")
         ax.errorbar(r[bg + ":mean"], r[fg + ":mean"], xerr=(r[bg + ":ci_hi"] - r[bg + ":ci_lo"]) / 2,
@@ -125,7 +125,7 @@ def main():
     print()
     leafspine(store, LEAFSPINE, "leafspine", "tlt_leafspine.png", "tlt_leafspine, TCP (seeds 1-3)")
     print()
-    leafspine(store, LEAFSPINE_RDMA, "leafspine-rdma", "tlt_leafspine_rdma.png", "tlt_leafspine, RDMA (seeds 1-3)")
+    leafspine(store, TLT_RDMA, "rdma", "tlt_rdma.png", "tlt_rdma (seed 1)", "tlt_rdma.toml", 0.2131, [1])
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import _native
+from . import _native, _progress
 from ._native import SluiceError
 from ._result import SCHEMAS, Result
 from ._scenario import Overrides, ScenarioLike, overrides, resolve
@@ -27,24 +27,28 @@ __all__ = ["run", "check", "sweep", "list_algorithms", "Result", "Sweep", "Sluic
 __version__ = _native.version()
 
 
-def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None, out=None) -> Result:
+def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None, out=None,
+        progress: bool = True) -> Result:
     """Simulates `scenario` (a path, TOML text or a dict) and returns its outputs.
 
     `set` overrides keys like `sluice run --set` ({"classes.query.cc": "dctcp"} or
     ["classes.query.cc=dctcp"]); `seed` overrides sim.seed. With `out`, the run's files stay in
-    that directory (an earlier run's files there are replaced). The simulation runs without the GIL.
+    that directory (an earlier run's files there are replaced). The simulation runs without the GIL;
+    Ctrl-C stops it within a fraction of a second (KeyboardInterrupt), and with `progress` a run
+    that lasts over a second shows a bar of simulated time.
     Raises SluiceError with the CLI's message for a bad scenario; warns with SluiceWarning what the
     CLI prints as warnings (sized flows cut short by sim.duration, classes no flow belongs to).
     """
     sc = resolve(scenario)
     sets = overrides(set, seed)
-    if out is not None:
-        _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out))
-        result = Result.read(Path(out), keep=True)
-    else:
-        with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
-            _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d)
-            result = Result.read(Path(d), keep=False)
+    with _progress.RunProgress(progress) as tick:
+        if out is not None:
+            _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out), tick)
+            result = Result.read(Path(out), keep=True)
+        else:
+            with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
+                _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick)
+                result = Result.read(Path(d), keep=False)
     for note in notes:
         warnings.warn(note, SluiceWarning, stacklevel=2)
     return result

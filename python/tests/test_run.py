@@ -1,7 +1,10 @@
 """sluice.run, check and list_algorithms against the CLI they wrap."""
 
+import signal
 import subprocess
+import sys
 import threading
+import time
 import warnings
 
 import pandas as pd
@@ -131,3 +134,63 @@ def test_list_algorithms_has_parameters_and_defaults():
     assert {"newreno", "cubic", "dctcp"} <= set(algs)
     g = next(p for p in algs["dctcp"]["params"] if p["name"] == "g")
     assert g["default"] == "0.0625" and "gain" in g["doc"]
+
+
+# One bulk flow for 1,000 simulated seconds: several minutes of simulation if nothing stops it.
+ENDLESS = """
+[sim]
+duration = "1000s"
+[topology]
+kind = "star"
+hosts = 2
+host_rate = "10Gbps"
+host_delay = "1us"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 1
+"""
+
+CHILD = f"""
+import sys, time
+import sluice
+try:
+    sluice.run({ENDLESS!r})
+except KeyboardInterrupt:
+    print("interrupted at", time.monotonic(), flush=True)
+    sys.exit(3)
+print("finished", flush=True)
+"""
+
+
+def test_a_long_run_shows_progress_and_stops_on_ctrl_c_within_a_second(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stderr, bar = [], threading.Event()
+
+    def read_stderr():
+        # read1: whatever the bar has written so far, without waiting for more.
+        for chunk in iter(lambda: child.stderr.read1(4096), b""):
+            stderr.append(chunk.decode(errors="replace"))
+            if " simulated [" in "".join(stderr):
+                bar.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        # The bar shows once the run has lasted a second: the simulation is under way.
+        shown = bar.wait(timeout=30)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("sluice.run went on for 10 s after Ctrl-C")
+    finally:
+        child.kill()
+        child.wait()
+    reader.join(timeout=5)
+    out = child.stdout.read().decode()
+    assert child.returncode == 3 and out.startswith("interrupted at"), (out, "".join(stderr)[-2000:])
+    stopped = float(out.split()[-1])
+    assert stopped - sent < 1.0, f"stopped {stopped - sent:.2f} s after Ctrl-C"
+    assert shown, f"no progress bar on stderr: {''.join(stderr)[-2000:]!r}"

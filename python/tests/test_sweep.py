@@ -1,8 +1,14 @@
 """Sweeps: the Dask cluster computes exactly what the local pool does; an interrupted sweep resumes
-computing only what is missing."""
+computing only what is missing, and a result whose inputs changed is computed again."""
 
 import json
+import pickle
+import re
+import subprocess
+import sys
+import warnings
 
+import pandas as pd
 import pytest
 
 import sluice
@@ -93,3 +99,118 @@ def test_the_cli_hands_seeded_sweeps_to_this_package_and_reports_them(scenario, 
     assert api.computed == 0
     out = subprocess.run([sluice_bin, "report", store], check=True, capture_output=True, text=True).stdout
     assert "(1 plots)" in out and (store / "sweep_1.png").exists()
+
+
+class Rerun:
+    """Sweeps of a copy of opencc_storage.toml, which a test edits as a user edits theirs, into one store."""
+
+    GRID = {"classes.query.cc": ["cubic", "dctcp"]}
+
+    def __init__(self, scenario, tmp_path):
+        self.path, self.store = tmp_path / "storage.toml", tmp_path / "store"
+        self.path.write_text(scenario.read_text())
+
+    def sweep(self, **kw):
+        """The sweep's drops per query algorithm, and what it said of results from other inputs."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = sluice.sweep(self.path, self.GRID, [1], ["drops"], store=self.store, jobs=2, progress=False, **kw)
+        told = [str(w.message) for w in caught if "came from other inputs" in str(w.message)]
+        return result, dict(zip(result.tidy["classes.query.cc"], result.tidy["drops"])), told
+
+    def direct(self, **kw):
+        """Drops per query algorithm from runs of the scenario as it is now."""
+        return {cc: sluice.run(self.path, set={"classes.query.cc": cc, **kw}, seed=1).summary["drops"]
+                for cc in self.GRID["classes.query.cc"]}
+
+    def assert_truthful(self, set_):
+        """sweep.json states the inputs every stored result came from."""
+        spec = json.loads((self.store / "sweep.json").read_text())
+        assert spec["set"] == set_
+        for p in result_files(self.store):
+            record = json.loads(p.read_text())
+            assert record["key"] == sluice._sweep.task_key(spec["inputs"][record["cell"]], record["seed"])
+            assert record["overrides"][:len(set_)] == set_
+
+
+def test_a_rerun_with_another_set_computes_again(scenario, tmp_path):
+    rerun = Rerun(scenario, tmp_path)
+    first, before, _ = rerun.sweep()
+    assert first.computed == 2
+    # Every stored result came from the scenario's own 1 s duration: both run again.
+    shorter, drops, told = rerun.sweep(set={"sim.duration": "300ms"})
+    assert drops == rerun.direct(**{"sim.duration": "300ms"}) and drops != before
+    assert shorter.computed == 2 and shorter.recomputed == 2
+    assert len(told) == 1 and told[0].startswith(f"2 results in {rerun.store} came from other inputs"), told
+    rerun.assert_truthful(["sim.duration=300ms"])
+    # Unchanged inputs still resume: nothing to compute, nothing said.
+    again, same, told = rerun.sweep(set={"sim.duration": "300ms"})
+    assert again.computed == 0 and same == drops and not told
+
+
+def test_a_rerun_after_the_scenario_file_is_edited_computes_again(scenario, tmp_path):
+    rerun = Rerun(scenario, tmp_path)
+    _, before, _ = rerun.sweep(set={"sim.duration": "300ms"})
+    # A tenth of the switch buffer, under the same `set`.
+    text = rerun.path.read_text()
+    edited = re.sub(r'(?m)^buffer = "1MB"$', 'buffer = "100KB"', text, count=1)
+    assert edited != text, "opencc_storage.toml no longer has a 1MB switch buffer"
+    rerun.path.write_text(edited)
+    smaller, drops, told = rerun.sweep(set={"sim.duration": "300ms"})
+    assert drops == rerun.direct(**{"sim.duration": "300ms"}) and drops != before
+    assert smaller.computed == 2 and smaller.recomputed == 2 and len(told) == 1, told
+    rerun.assert_truthful(["sim.duration=300ms"])
+
+
+def test_seeds_that_change_nothing_warn_and_give_no_interval(repo, scenario, tmp_path):
+    # opencc_storage draws nothing at random: every seed of a cell is the same run.
+    with pytest.warns(sluice.SluiceWarning) as caught:
+        same = sluice.sweep(scenario, {"classes.query.cc": ["cubic", "dctcp"]}, [1, 2, 3], ["drops"],
+                            store=tmp_path / "same", jobs=2, progress=False)
+    said = [str(w.message) for w in caught if "identical runs" in str(w.message)]
+    assert len(said) == 2 and said[0].startswith("cell classes.query.cc=cubic: all 3 seeds gave identical runs"), said
+    agg = same.aggregated
+    assert list(agg["drops:n"]) == [3, 3] and agg["drops:mean"].notna().all()
+    assert agg["drops:ci_lo"].isna().all() and agg["drops:ci_hi"].isna().all()
+    stored = pd.read_csv(tmp_path / "same" / "aggregated.csv")
+    assert stored["drops:ci_lo"].isna().all() and stored["drops:ci_hi"].isna().all()
+
+    # Seeds that draw different flows say nothing and keep their interval.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        varied = sluice.sweep(repo / "scenarios" / "websearch_leafspine.toml", {"classes.default.cc": ["dctcp"]},
+                              [1, 2, 3], ["fct_ns.mean"], store=tmp_path / "varied", jobs=2, progress=False)
+    assert not [w for w in caught if "identical runs" in str(w.message)]
+    row = varied.aggregated.iloc[0]
+    assert row["fct_ns.mean:ci_lo"] < row["fct_ns.mean:mean"] < row["fct_ns.mean:ci_hi"]
+
+
+def test_the_readme_sweep_example_runs_as_a_script_without_a_main_guard(repo, tmp_path):
+    readme = (repo / "README.md").read_text()
+    section = readme[readme.index("## From Python"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "sluice.sweep(" in code and "__main__" not in code
+    store = tmp_path / "sweep"
+    script = tmp_path / "example.py"
+    script.write_text(code.replace('store="out/sweep"', f"store={str(store)!r}"))
+    # A plain script: a pool whose workers import the main module again would start the sweep anew in each.
+    done = subprocess.run([sys.executable, script], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(result_files(store)) == 2 * 2 * 5
+    assert (store / "aggregated.parquet").exists()
+
+
+def test_a_workers_sluice_error_reaches_the_caller_as_a_sluice_error(scenario, tmp_path):
+    again = pickle.loads(pickle.dumps(sluice.SluiceError("cell x: bad")))
+    assert type(again) is sluice.SluiceError and str(again) == "cell x: bad"
+    # A metric summary.json lacks fails in the task, after the run: on the local pool ...
+    with pytest.raises(sluice.SluiceError, match="metric fct_ns.p42: summary.json of .* has no `p42` at fct_ns"):
+        sluice.sweep(scenario, {"classes.query.cc": ["cubic", "dctcp"]}, [1], ["fct_ns.p42"],
+                     store=tmp_path / "pool", jobs=2, progress=False)
+    # ... and in a Dask worker process, whence it comes pickled.
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            with pytest.raises(sluice.SluiceError, match="metric fct_ns.p42: summary.json of .* has no `p42` at fct_ns"):
+                sluice.sweep(scenario, {"classes.query.cc": ["cubic"]}, [1], ["fct_ns.p42"],
+                             store=tmp_path / "dask", client=client, progress=False)

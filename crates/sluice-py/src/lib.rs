@@ -8,20 +8,25 @@ use pyo3::prelude::*;
 use sluice_sim::metrics::{self, Provenance};
 use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
 use sluice_sim::world::World;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-create_exception!(
-    _native,
-    SluiceError,
-    PyException,
-    "A scenario or run that sluice rejects; the message is the CLI's."
-);
+// Named `sluice.SluiceError`, where the package exports it, so that pickle finds the class by that
+// name: an error raised in a sweep's worker process (Dask) reaches the caller as itself.
+create_exception!(sluice, SluiceError, PyException, "A scenario or run that sluice rejects; the message is the CLI's.");
 
 /// Parses scenario text; `file` names it in errors and relative paths resolve against `base_dir`.
 fn load(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
     scenario::parse(text, file, Path::new(base_dir), overrides)
 }
+
+/// How often a run looks up from the simulation to let Python handle Ctrl-C and call its `tick`.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A Python exception (Ctrl-C's KeyboardInterrupt, or what `tick` raised) that ends a run early,
+/// carried out of the simulation loop by unwinding.
+struct Stop(PyErr);
 
 /// Runs `f` without the GIL, turning a panic into an error rather than unwinding into Python.
 fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
@@ -30,6 +35,10 @@ fn guarded<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send
         Ok(Ok(v)) => Ok(v),
         Ok(Err(message)) => Err(SluiceError::new_err(message)),
         Err(panic) => {
+            let panic = match panic.downcast::<Stop>() {
+                Ok(stop) => return Err(stop.0),
+                Err(other) => other,
+            };
             let what = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -48,7 +57,12 @@ fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result
 
 /// Simulates a scenario and writes the run's files into `out`; returns summary.json's text and the
 /// run's warnings (flows cut short by sim.duration, classes no flow uses).
+///
+/// About every 100 ms of wall time the run takes the GIL to handle signals (Ctrl-C raises
+/// KeyboardInterrupt there) and calls `tick(now_ns, end_ns)` (`end_ns` None without
+/// sim.duration); an exception from either ends the run and is raised.
 #[pyfunction]
+#[pyo3(signature = (text, file, base_dir, overrides, out, tick=None))]
 fn run(
     py: Python<'_>,
     text: String,
@@ -56,11 +70,30 @@ fn run(
     base_dir: String,
     overrides: Vec<String>,
     out: String,
+    tick: Option<PyObject>,
 ) -> PyResult<(String, Vec<String>)> {
+    let tick = tick.as_ref();
     guarded(py, move || {
         let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
-        let started = std::time::Instant::now();
-        world.run(&mut |_| {});
+        let end_ns = loaded.scenario.sim.duration.map(|d| d.ns());
+        let started = Instant::now();
+        let mut looked = started;
+        world.run(&mut |now| {
+            if looked.elapsed() < TICK {
+                return;
+            }
+            looked = Instant::now();
+            let outcome = Python::with_gil(|py| {
+                py.check_signals()?;
+                tick.map_or(Ok(()), |t| t.call1(py, (now.ns(), end_ns)).map(drop))
+            });
+            if let Err(e) = outcome {
+                // The engine's loop has no way to be stopped from its progress callback; unwinding
+                // out of it (resume_unwind, so no panic message) drops the world, which is all a
+                // stop needs, and `guarded` turns the payload back into the exception.
+                resume_unwind(Box::new(Stop(e)));
+            }
+        });
         let wall = started.elapsed().as_secs_f64();
         world.check_conservation().map_err(|e| format!("internal invariant violated: {e}"))?;
         let out = Path::new(&out);
@@ -91,6 +124,14 @@ fn check(
             .map_err(|problems| problems.iter().map(ScenarioError::to_string).collect::<Vec<_>>().join("\n"))?;
         Ok((metrics::describe(&loaded, &world), metrics::warnings(&loaded, &world)))
     })
+}
+
+/// The scenario as the simulator reads it, every override applied, as JSON: what a sweep keys its
+/// stored results by, so that a changed file or override is never mistaken for the same inputs.
+#[pyfunction]
+fn resolved(text: String, file: String, base_dir: String, overrides: Vec<String>) -> PyResult<String> {
+    let loaded = load(&text, &file, &base_dir, &overrides).map_err(|e| SluiceError::new_err(e.to_string()))?;
+    serde_json::to_string(&loaded.scenario).map_err(|e| SluiceError::new_err(format!("{file}: {e}")))
 }
 
 /// Every congestion-control algorithm: (name, aliases, summary, [(parameter, default line)]).
@@ -133,6 +174,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SluiceError", m.py().get_type::<SluiceError>())?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(resolved, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(toml_from_json, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
