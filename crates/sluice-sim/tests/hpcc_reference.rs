@@ -16,6 +16,12 @@ use common::run_file;
 
 const DIR: &str = "crates/sluice-sim/tests/hpcc_reference";
 
+/// The flow groups compared: all, under 100 KB, at least 1 MB.
+const GROUPS: [Group; 3] = [("all", |_| true), ("<100KB", |s| s < 100_000), (">=1MB", |s| s >= 1_000_000)];
+
+/// A named set of flows by size.
+type Group = (&'static str, fn(u64) -> bool);
+
 /// Slowdowns and flow sizes of the reference's run, and its PFC pause count.
 fn reference(cc: &str, workload: &str) -> (Vec<(u64, f64)>, u64) {
     let path = format!("{}/../../{DIR}/ref/{cc}_{workload}.txt", env!("CARGO_MANIFEST_DIR"));
@@ -66,9 +72,7 @@ fn compare(cc: &str, workload: &str) {
     assert_eq!(ours.len(), theirs.len(), "{cc} {workload}: the same flows");
     let mut report = Vec::new();
     let mut worst: f64 = 0.0;
-    let groups: [(&str, fn(u64) -> bool); 3] =
-        [("all", |_| true), ("<100KB", |s| s < 100_000), (">=1MB", |s| s >= 1_000_000)];
-    for (name, keep) in groups {
+    for (name, keep) in GROUPS {
         let pick = |rows: &[(u64, f64)]| rows.iter().filter(|r| keep(r.0)).map(|r| r.1).collect::<Vec<_>>();
         let (a, b) = (pick(&ours), pick(&theirs));
         for p in [0.5, 0.95, 0.99] {
