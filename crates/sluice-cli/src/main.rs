@@ -237,29 +237,9 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
             packets / wall.max(1e-9) / 1e6,
             peak_memory().unwrap_or_else(|| "unknown".into())
         );
-        let us = |x: f64| format!("{:.1} us", x / 1e3);
-        let (fct, sd) = (summary.fct_ns.defined(), summary.slowdown.defined());
-        eprintln!(
-            "flows {}/{} completed; FCT mean {}, p99 {}; slowdown p50 {}, p99 {}; drops {}, ECN marks {}, timeouts {}",
-            summary.flows.completed,
-            summary.flows.total,
-            fct.map_or("n/a".into(), |s| us(s.mean)),
-            fct.map_or("n/a".into(), |s| us(s.p99)),
-            sd.map_or("n/a".into(), |s| format!("{:.2}", s.p50)),
-            sd.map_or("n/a".into(), |s| format!("{:.2}", s.p99)),
-            summary.drops,
-            summary.ecn_marks,
-            summary.timeouts
-        );
-        if let (Some(n), Some(lat)) = (&summary.requests, summary.request_latency_ns.as_ref().and_then(|l| l.defined()))
-        {
-            eprintln!(
-                "requests {} ({:.3} M/s); latency mean {:.1} us, p99 {:.1} us",
-                n.completed,
-                n.per_s / 1e6,
-                lat.mean / 1e3,
-                lat.p99 / 1e3
-            );
+        // What the scenario is about (its mechanisms' figures), then its traffic.
+        for line in sluice_sim::metrics::headline(&summary) {
+            eprintln!("{line}");
         }
         eprintln!("wrote {}", out.display());
     }

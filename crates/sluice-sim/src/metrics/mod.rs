@@ -5,6 +5,7 @@ mod buckets;
 mod cc_state;
 pub mod circuit;
 pub mod cpu;
+mod headline;
 pub mod pcap;
 mod percentiles;
 mod run_dir;
@@ -14,10 +15,11 @@ pub mod telemetry;
 
 pub use cc_state::{write_cc_state_csv, CC_STATE_HEADER};
 pub use buckets::{write_fct_buckets_csv, Bucketing, FCT_BUCKETS_HEADER};
+pub use headline::headline;
 pub use percentiles::{percentile, Stats};
 pub use run_dir::{describe, prepare_run_dir, warnings, write_run, Provenance, OWNED_FILES};
 pub use series::{port_name, write_cwnd_csv, write_pfc_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
-pub use summary::{summarize, Summary};
+pub use summary::{is_fallback, summarize, Fallbacks, FlowCounts, FlowState, PfcSummary, Summary};
 
 use crate::time::Time;
 use crate::world::World;

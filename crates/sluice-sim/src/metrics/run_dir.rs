@@ -1,6 +1,7 @@
 //! A run's output directory: which files a run owns, clearing an earlier run's, and `run.json`,
 //! the provenance that makes a directory reproducible.
 
+use super::summary::{Fallbacks, FlowState};
 use super::{write_outputs, Summary};
 use crate::scenario::LoadedScenario;
 use crate::world::World;
@@ -104,25 +105,93 @@ pub fn write_run(world: &World, dir: &Path, wall_s: f64, provenance: &Provenance
 }
 
 /// What a user should know about a run's figures (after `run`) or a scenario (before it) that is
-/// not an error: sized flows cut short by `sim.duration`, classes no flow uses. The CLI prints
-/// each as a warning, the Python package raises each as a `SluiceWarning`.
+/// not an error: sized flows cut short by `sim.duration`, flows that ran a class's fallback
+/// algorithm, classes no flow uses. The CLI prints each as a warning, the Python package raises
+/// each as a `SluiceWarning`.
 pub fn warnings(loaded: &LoadedScenario, world: &World) -> Vec<String> {
-    unfinished(loaded, world).into_iter().chain(unused_classes(world)).collect()
+    unfinished(loaded, world).into_iter().chain(fallbacks(world)).chain(unused_classes(world)).collect()
 }
 
 /// Why sized flows are missing from the FCT figures, when the run stopped at `sim.duration` before
-/// they finished.
+/// they finished. Persistent connections and endless flows are not expected to finish, and flows
+/// whose start the run did not reach are named apart: neither "did not finish".
 fn unfinished(loaded: &LoadedScenario, world: &World) -> Option<String> {
     let duration = loaded.scenario.sim.duration?;
-    let finite = world.flows().iter().filter(|f| f.size.is_some());
-    let (total, unfinished) = finite.fold((0, 0), |(t, u), f| (t + 1, u + usize::from(f.finish.is_none())));
-    (unfinished > 0 && world.now() >= duration).then(|| {
-        format!(
-            "{unfinished} of {total} sized flows did not finish: the run stopped at sim.duration = {duration}; \
-             they have no FCT in flows.csv and are left out of the FCT and slowdown figures (raise sim.duration, \
-             or leave it out so the run ends when every flow is done)"
-        )
-    })
+    if world.now() < duration {
+        return None;
+    }
+    let (mut total, mut unfinished, mut not_started) = (0u64, 0u64, 0u64);
+    for f in world.flows() {
+        match FlowState::of(f, world.now()) {
+            FlowState::Completed => total += 1,
+            FlowState::Unfinished => (total, unfinished) = (total + 1, unfinished + 1),
+            FlowState::NotStarted => (total, not_started) = (total + 1, not_started + 1),
+            FlowState::Endless | FlowState::Persistent => {}
+        }
+    }
+    let fix = "(raise sim.duration, or leave it out so the run ends when every flow is done)";
+    match (unfinished, not_started) {
+        (0, 0) => None,
+        (0, n) => Some(format!(
+            "{n} of {total} sized flows had not started when the run stopped at sim.duration = {duration}; \
+             they have no FCT in flows.csv and are left out of the FCT and slowdown figures {fix}"
+        )),
+        (u, n) => {
+            let later = if n > 0 { format!(" ({n} more had not started)") } else { String::new() };
+            Some(format!(
+                "{u} of {total} sized flows did not finish: the run stopped at sim.duration = {duration}{later}; \
+                 they have no FCT in flows.csv and are left out of the FCT and slowdown figures {fix}"
+            ))
+        }
+    }
+}
+
+/// Why a negotiation outcome made a flow fall back, and the scenario key that provides what was
+/// missing.
+fn fallback_reason(label: &str) -> (&'static str, &'static str) {
+    match label {
+        "fallback_path_no_ecn" => ("a switch on the path does not mark ECN", "switch.ecn.mode"),
+        "fallback_local_no_int" => ("the sender's stack lacks TCP-INT", "int.legacy_hosts"),
+        "fallback_peer_no_int" => ("the receiver's stack lacks TCP-INT", "int.legacy_hosts"),
+        "fallback_path_no_int" => ("no switch on the path stamps TCP-INT", "int.legacy_switches"),
+        "fallback_path_legacy_int" => ("a switch on the path writes no per-hop INT record", "int.legacy_switches"),
+        _ => ("negotiation failed", "the class's cc"),
+    }
+}
+
+/// Classes some of whose flows ran the class's fallback algorithm instead of the one the class
+/// asks for: summary.json's `classes.<name>.cc` names what was asked, so this says what ran.
+fn fallbacks(world: &World) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, c) in world.classes().iter().enumerate() {
+        let flows = || world.flows().iter().filter(move |f| f.class as usize == i);
+        let fb = Fallbacks::of(flows());
+        if fb.flows == 0 {
+            continue;
+        }
+        let total = flows().count();
+        let ran: Vec<&str> = fb.cc.keys().copied().collect();
+        let why: Vec<String> = fb
+            .reasons
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(label, n)| {
+                let (what, key) = fallback_reason(label);
+                format!("{what} ({label}: {n} flows; see {key})")
+            })
+            .collect();
+        out.push(format!(
+            "class \"{}\" asks for {}, but {} of its {total} flows ran {} instead: {}; \
+             summary.json counts them in classes.{}.fallbacks",
+            c.name,
+            c.cc,
+            fb.flows,
+            ran.join(", "),
+            why.join("; "),
+            c.name,
+        ));
+    }
+    out
 }
 
 /// Classes the scenario configures but no flow belongs to, whose settings therefore change

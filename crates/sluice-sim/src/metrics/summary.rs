@@ -1,17 +1,111 @@
 //! `summary.json`: run-wide and per-class figures.
 
 use super::percentiles::Stats;
+use crate::cc::negotiation::Negotiation;
+use crate::flow::Flow;
+use crate::transport::Transport;
 use crate::world::World;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Flow counts.
-#[derive(Clone, Debug, Serialize)]
+/// Flow counts: `total` = `completed` + `unfinished` + `not_started` + `endless` + `persistent`.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct FlowCounts {
     /// Flows in the scenario.
     pub total: u64,
     /// Flows whose every byte was acknowledged.
     pub completed: u64,
+    /// Sized flows that started but had not finished when the run ended.
+    pub unfinished: u64,
+    /// Sized flows whose start the run did not reach.
+    pub not_started: u64,
+    /// Flows without a size, which run until the run ends.
+    pub endless: u64,
+    /// Persistent connections carrying an application's messages: they stay open, so have no FCT.
+    pub persistent: u64,
+}
+
+/// Where a flow stands at the end of a run; each flow is exactly one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    /// Every byte acknowledged.
+    Completed,
+    /// Sized, started, not finished.
+    Unfinished,
+    /// Sized, and the run ended before its start.
+    NotStarted,
+    /// No size: it runs as long as the run.
+    Endless,
+    /// A persistent connection: messages come and go, the connection stays.
+    Persistent,
+}
+
+impl FlowState {
+    /// The state of flow `f` when the world's clock reads `now`.
+    pub fn of(f: &Flow, now: crate::time::Time) -> FlowState {
+        if f.finish.is_some() {
+            FlowState::Completed
+        } else if f.transport.as_ref().is_some_and(Transport::is_persistent) {
+            FlowState::Persistent
+        } else if f.size.is_none() {
+            FlowState::Endless
+        } else if f.waits_to_connect() || f.start > now {
+            // A flow known before the run waits for its start event to be connected; one an
+            // application opened may be set to start later than the run lasted.
+            FlowState::NotStarted
+        } else {
+            FlowState::Unfinished
+        }
+    }
+}
+
+impl FlowCounts {
+    /// Counts one flow in `state`.
+    fn add(&mut self, state: FlowState) {
+        self.total += 1;
+        match state {
+            FlowState::Completed => self.completed += 1,
+            FlowState::Unfinished => self.unfinished += 1,
+            FlowState::NotStarted => self.not_started += 1,
+            FlowState::Endless => self.endless += 1,
+            FlowState::Persistent => self.persistent += 1,
+        }
+    }
+}
+
+/// Whether a negotiation outcome put the flow on the class's fallback algorithm.
+pub fn is_fallback(n: Negotiation) -> bool {
+    !matches!(n, Negotiation::Accepted | Negotiation::NotNegotiated)
+}
+
+/// Flows of a class that negotiation moved off the class's algorithm.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Fallbacks {
+    /// Flows that ran the class's fallback instead of its algorithm.
+    pub flows: u64,
+    /// Those flows per negotiation outcome (`fallback_path_no_ecn`, ...), every outcome listed.
+    pub reasons: BTreeMap<&'static str, u64>,
+    /// Those flows per algorithm they actually ran.
+    pub cc: BTreeMap<&'static str, u64>,
+}
+
+impl Fallbacks {
+    /// The fallbacks among `flows`.
+    pub(crate) fn of<'a>(flows: impl Iterator<Item = &'a Flow>) -> Fallbacks {
+        let mut fb = Fallbacks {
+            reasons: Negotiation::ALL.iter().filter(|n| is_fallback(**n)).map(|n| (n.label(), 0)).collect(),
+            ..Fallbacks::default()
+        };
+        for f in flows {
+            let n = f.negotiation();
+            if is_fallback(n) {
+                fb.flows += 1;
+                *fb.reasons.entry(n.label()).or_default() += 1;
+                *fb.cc.entry(f.cc_name()).or_default() += 1;
+            }
+        }
+        fb
+    }
 }
 
 /// Figures for one traffic class.
@@ -19,6 +113,8 @@ pub struct FlowCounts {
 pub struct ClassSummary {
     /// The class's algorithm.
     pub cc: String,
+    /// Flows that ran another algorithm because negotiation failed: why, and what they ran.
+    pub fallbacks: Fallbacks,
     /// Flow counts.
     pub flows: FlowCounts,
     /// Flow completion time of completed flows, ns.
@@ -118,6 +214,9 @@ pub struct Summary {
     pub retransmits: u64,
     /// PFC PAUSE frames switches sent (0 without `[pfc]`).
     pub pfc_pauses: u64,
+    /// Where PFC paused and for how long, with `[pfc]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pfc: Option<PfcSummary>,
     /// Tail loss probes sent, when `transport.tlp` is on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss_probes: Option<u64>,
@@ -150,6 +249,45 @@ pub struct Summary {
     /// NIC offload counts (AccelTCP), when some NIC offloads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<crate::host::offload::OffloadCounts>,
+}
+
+/// PFC over the run: who paused whom, and the longest pause.
+#[derive(Clone, Debug, Serialize)]
+pub struct PfcSummary {
+    /// PAUSE frames sent (switches send them: the same count as `pfc_pauses`).
+    pub pauses: u64,
+    /// Ports that sent a PAUSE.
+    pub ports_pausing: u64,
+    /// Ports that were paused at least once.
+    pub ports_paused: u64,
+    /// Of those, host NIC ports: how far upstream the pauses spread.
+    pub host_ports_paused: u64,
+    /// The longest time one port's priority spent paused over the run, ns.
+    pub paused_ns_max: f64,
+}
+
+/// The PFC figures, when the scenario turns PFC on.
+fn pfc_summary(world: &World) -> Option<PfcSummary> {
+    if !world.pfc_enabled() {
+        return None;
+    }
+    let now = world.now();
+    let mut s = PfcSummary { pauses: 0, ports_pausing: 0, ports_paused: 0, host_ports_paused: 0, paused_ns_max: 0.0 };
+    for p in world.ports() {
+        let prios = 0..crate::net::pfc::PRIORITIES as u8;
+        let sent: u64 = prios.clone().map(|q| p.pause.sent(q)).sum();
+        let received: u64 = prios.clone().map(|q| p.pause.received(q)).sum();
+        s.pauses += sent;
+        s.ports_pausing += u64::from(sent > 0);
+        if received > 0 {
+            s.ports_paused += 1;
+            s.host_ports_paused += u64::from(!world.is_switch(p.node));
+        }
+        for q in prios {
+            s.paused_ns_max = s.paused_ns_max.max(p.pause.paused_time(q, now).0 as f64 / 1e3);
+        }
+    }
+    Some(s)
 }
 
 /// Deadline outcomes.
@@ -191,9 +329,9 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
     let stats_of = |pred: &dyn Fn(u16) -> bool| {
         let mut fct = Vec::new();
         let mut sd = Vec::new();
-        let (mut total, mut delivered) = (0u64, 0u64);
+        let (mut counts, mut delivered) = (FlowCounts::default(), 0u64);
         for f in world.flows().iter().filter(|f| pred(f.class)) {
-            total += 1;
+            counts.add(FlowState::of(f, world.now()));
             delivered += f.bytes_delivered();
             if let Some(end) = f.finish {
                 let t = (end - f.start).0 as f64;
@@ -201,8 +339,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
                 sd.push((t / f.ideal_fct.0.max(1) as f64).max(1.0));
             }
         }
-        let completed = fct.len() as u64;
-        (FlowCounts { total, completed }, Stats::of(&mut fct), Stats::of(&mut sd), delivered)
+        (counts, Stats::of(&mut fct), Stats::of(&mut sd), delivered)
     };
     let (flows, fct_ns, slowdown, _) = stats_of(&|_| true);
     let mut classes = BTreeMap::new();
@@ -210,9 +347,10 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         let (flows, fct_ns, slowdown, delivered) = stats_of(&|k| k as usize == i);
         let goodput_bps = if sim_s > 0.0 { delivered as f64 * 8.0 / sim_s } else { 0.0 };
         let (requests, request_latency_ns) = requests_of(world, &|k| k == i);
+        let fallbacks = Fallbacks::of(world.flows().iter().filter(|f| f.class as usize == i));
         classes.insert(
             c.name.clone(),
-            ClassSummary { cc: c.cc.clone(), flows, fct_ns, slowdown, goodput_bps, requests, request_latency_ns },
+            ClassSummary { cc: c.cc.clone(), fallbacks, flows, fct_ns, slowdown, goodput_bps, requests, request_latency_ns },
         );
     }
     let (requests, request_latency_ns) = requests_of(world, &|_| true);
@@ -247,6 +385,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         timeouts,
         retransmits,
         pfc_pauses: c.pfc_pauses,
+        pfc: pfc_summary(world),
         loss_probes: world.flows().iter().filter_map(|f| f.loss_probes()).reduce(|a, b| a + b),
         tlt: {
             let mut flows = world.flows().iter().filter_map(|f| f.tlt()).peekable();
