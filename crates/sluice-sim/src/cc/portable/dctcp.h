@@ -59,10 +59,15 @@ SCC_INLINE void dctcp_observe(struct dctcp_state *s, const struct dctcp_params *
 }
 
 /* W <- W (1 - alpha / 2), never below two segments. */
+/* An ECN cut takes alpha / 2^DCTCP_CUT_SHIFT of the window (RFC 8257: alpha / 2). */
+#ifndef DCTCP_CUT_SHIFT
+#define DCTCP_CUT_SHIFT 1
+#endif
+
 SCC_INLINE void dctcp_reduce(struct dctcp_state *s, scc_u64 alpha, struct scc_window *w)
 {
 	s->bytes_acked = 0;
-	w->ssthresh = scc_max(w->cwnd - ((w->cwnd * alpha) >> (SCC_SHIFT + 1)), scc_min_cwnd(w));
+	w->ssthresh = scc_max(w->cwnd - ((w->cwnd * alpha) >> (SCC_SHIFT + DCTCP_CUT_SHIFT)), scc_min_cwnd(w));
 	w->cwnd = w->ssthresh;
 }
 

@@ -532,6 +532,9 @@ pub struct ReplayStats {
     pub losses: u64,
     /// Timeouts replayed.
     pub timeouts: u64,
+    /// Losses at a window above twice the floor of two segments, where halving and quartering
+    /// give different windows: the losses that tell the standard build from the mutant.
+    pub decisive_losses: u64,
 }
 
 /// The first record whose window the simulator build computed differently.
@@ -583,6 +586,7 @@ pub fn replay(name: &str, build: Build, trace: &[Record]) -> Result<Result<Repla
                 REC_EVENT => {
                     cc.step_event(r.event, &mut w);
                     st.losses += (r.event == SCC_LOSS) as u64;
+                    st.decisive_losses += (r.event == SCC_LOSS && r.win_in.cwnd >> 1 > 2 * r.win_in.mss) as u64;
                     st.timeouts += (r.event == SCC_TIMEOUT) as u64;
                 }
                 k => return Err(format!("record {index}: unknown kind {k}")),
