@@ -510,8 +510,8 @@ fn bad_parameters_name_the_key() {
     let e = err("eta = 1.5");
     assert!(e.contains("classes.default.params.eta: expected a number in (0, 1], got 1.5"), "{e}");
     assert!(err("eta = 0").contains("classes.default.params.eta"));
-    let e = err("max_stage = 0");
-    assert!(e.contains("classes.default.params.max_stage: expected at least 1"), "{e}");
+    let e = err("w_ai = 100\nrate_ai = \"40Mbps\"");
+    assert!(e.contains("classes.default.params.rate_ai: expected either w_ai (bytes per RTT) or rate_ai (a rate), not both"), "{e}");
     let e = err("w_ai = -100");
     assert!(e.contains("classes.default.params.w_ai: expected a positive number of bytes, got -100"), "{e}");
 }
