@@ -9,7 +9,7 @@ use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::world::{Bucketing, ClassRuntime, IntRuntime, Parts, World};
-use crate::transport::rdma::{ClassNic, RdmaConfig};
+use crate::transport::rdma::{ClassNic, RdmaConfig, RdmaTlt};
 use crate::transport::tcp::TcpConfig;
 use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
@@ -160,9 +160,12 @@ pub struct TltConfig {
     /// an unimportant packet is dropped when the port's unimportant bytes plus it would reach
     /// this. Default: the port's ECN step threshold K.
     pub threshold: Option<Bytes>,
-    /// RDMA queue pairs also mark every this many packets important (0: only each message's last
-    /// packet and the first packet of each retransmission).
+    /// RDMA queue pairs marking by rate also mark every this many packets important (0: only
+    /// each message's last packet and the first packet of each retransmission).
     pub every: u32,
+    /// How RDMA queue pairs mark: `auto` (window-based with IRN or SACK, rate-based with
+    /// go-back-N), `rate` or `window`.
+    pub rdma_marking: crate::transport::rdma::TltMarking,
 }
 
 /// `[limits]`: the most a scenario may create. `check` estimates each before the run and refuses
@@ -1213,7 +1216,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         priorities: sc.switch.priorities,
         disciplines,
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
-        rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(sc.tlt.every)),
+        rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(RdmaTlt { every: sc.tlt.every, marking: sc.tlt.rdma_marking })),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64, host_rates.iter().copied().max().unwrap_or(crate::time::Rate(1)))?,
         circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
         cpu: cpu_config(sc, graph.hosts().len())?,

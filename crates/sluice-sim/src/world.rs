@@ -27,7 +27,7 @@ use crate::packet::tcp_int::IntEncoding;
 use crate::packet::Packet;
 use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::time::{Rate, Time};
-use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig};
+use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, State, TcpConfig, TcpConnection};
 use crate::transport::{Io, Side, Transport};
 use crate::workload::app::{App, AppIo, Request};
@@ -111,7 +111,7 @@ pub struct Parts {
     /// TCP settings.
     pub tcp: TcpConfig,
     /// RDMA queue-pair settings, and TLT's every-N marking when TLT is on.
-    pub rdma: (RdmaConfig, Option<u32>),
+    pub rdma: (RdmaConfig, Option<RdmaTlt>),
     /// Classes by index; `default` is always present.
     pub classes: Vec<ClassRuntime>,
     /// Every flow, sorted by start time.
@@ -209,7 +209,7 @@ pub struct World {
     requests: Vec<Request>,
     classes: Vec<ClassRuntime>,
     tcp: TcpConfig,
-    rdma: (RdmaConfig, Option<u32>),
+    rdma: (RdmaConfig, Option<RdmaTlt>),
     rng: Streams,
     counters: Counters,
     unfinished: usize,
@@ -520,14 +520,14 @@ impl World {
     fn new_queue_pair(&self, spec: &FlowSpec, id: u32, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> Flow {
         let (src, dst) = (spec.src as u32, spec.dst as u32);
         let class = &self.classes[spec.class];
-        let (cfg, tlt_every) = &self.rdma;
+        let (cfg, tlt) = &self.rdma;
         let mtu = cfg.mtu as u64;
         let full = self.path_rtt_with(src, dst, hash_fwd, hash_rev, cfg.frame(mtu) as u64, cfg.ack_frame() as u64);
         let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full };
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = self.path_rtt_with(src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
-        let mut qp = QueuePair::new(cfg, class.nic, *tlt_every, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        let mut qp = QueuePair::new(cfg, class.nic, *tlt, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
         if !(self.int.host_supports[spec.src] && self.int.host_supports[spec.dst]) {
             // Per-hop records need INT at both ends, as on TCP; there is no handshake to ask.
             qp = qp.without_hop_records();

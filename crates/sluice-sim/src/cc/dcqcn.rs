@@ -1,6 +1,8 @@
 //! DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015), as
 //! RoCE NICs implement it and the HPCC simulator's Mellanox mode models it. Rate-based: the
-//! window stays open and the queue pair sends at the current rate R_C.
+//! queue pair sends at the current rate R_C and the window stays open, unless `window = true`
+//! caps bytes in flight at one bandwidth-delay product of the path scaled by R_C / line rate (the
+//! simulators' `HAS_WIN` with `VAR_WIN`, which the TLT paper's RDMA simulator turns on).
 //!
 //! - **Reaction to a CNP** (the transport's `CongestionEvent::Ecn`): the first CNP sets R_C to
 //!   `rate_on_first_cnp` of itself and starts the alpha timer and the rate-decrease check, which
@@ -40,6 +42,7 @@ pub(super) const PARAMS: &[(&str, &str)] = &[
     ("decrease_interval", "\"4us\"  # at most one cut per this interval"),
     ("rate_on_first_cnp", "1.0  # fraction of its rate the first CNP leaves a flow"),
     ("clamp_target", "true  # every cut sets the target rate to the current rate"),
+    ("window", "false  # also cap bytes in flight at BDP x rate / line rate"),
 ];
 
 #[derive(Deserialize)]
@@ -56,6 +59,7 @@ struct Params {
     decrease_interval: Time,
     rate_on_first_cnp: f64,
     clamp_target: bool,
+    window: bool,
 }
 
 impl Default for Params {
@@ -72,6 +76,7 @@ impl Default for Params {
             decrease_interval: Time::from_us(4),
             rate_on_first_cnp: 1.0,
             clamp_target: true,
+            window: false,
         }
     }
 }
@@ -95,13 +100,19 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
         }
     }
     let p = Arc::new(p);
-    Ok(Arc::new(move |ctx: &FlowContext| Box::new(Dcqcn::new(p.clone(), ctx.link_rate)) as Box<dyn CongestionControl>))
+    Ok(Arc::new(move |ctx: &FlowContext| {
+        let bdp = p.window.then(|| ctx.link_rate.bytes_in(ctx.base_rtt).max(ctx.mss));
+        Box::new(Dcqcn::new(p.clone(), ctx.link_rate, bdp, ctx.mss)) as Box<dyn CongestionControl>
+    }))
 }
 
 /// DCQCN's reaction point for one queue pair.
 pub struct Dcqcn {
     p: Arc<Params>,
     line_rate: f64,
+    /// With `window`: the path's bandwidth-delay product, bytes.
+    bdp: Option<u64>,
+    mss: u64,
     /// Current rate R_C and target rate R_T, bit/s.
     rate: f64,
     target: f64,
@@ -122,11 +133,13 @@ pub struct Dcqcn {
 }
 
 impl Dcqcn {
-    fn new(p: Arc<Params>, line_rate: Rate) -> Dcqcn {
+    fn new(p: Arc<Params>, line_rate: Rate, bdp: Option<u64>, mss: u64) -> Dcqcn {
         let line = line_rate.0 as f64;
         Dcqcn {
             p,
             line_rate: line,
+            bdp,
+            mss,
             rate: line,
             target: line,
             alpha: 1.0,
@@ -146,6 +159,9 @@ impl Dcqcn {
 
     fn apply(&self, win: &mut Window) {
         win.pacing_rate = Some(Rate(self.rate.round().max(1.0) as u64));
+        if let Some(bdp) = self.bdp {
+            win.cwnd = ((bdp as f64 * self.rate / self.line_rate) as u64).max(self.mss);
+        }
     }
 
     /// The rate-decrease check at `now`: a cut if a CNP arrived since the last check.
@@ -214,7 +230,8 @@ impl CongestionControl for Dcqcn {
     }
 
     fn init(&mut self, win: &mut Window) {
-        // Rate-based: the window stays open (on TCP too), the rate alone holds the flow back.
+        // Rate-based: without `window` the window stays open (on TCP too), the rate alone holds
+        // the flow back.
         win.cwnd = u64::MAX / 4;
         self.apply(win);
     }
@@ -278,9 +295,25 @@ mod tests {
     use super::*;
 
     fn dcqcn() -> (Dcqcn, Window) {
-        let d = Dcqcn::new(Arc::new(Params::default()), Rate::gbps(25));
+        let d = Dcqcn::new(Arc::new(Params::default()), Rate::gbps(25), None, 1000);
         let win = Window { cwnd: u64::MAX, ssthresh: u64::MAX, pacing_rate: None, mss: 1000 };
         (d, win)
+    }
+
+    #[test]
+    fn window_follows_the_rate_when_asked_and_stays_open_otherwise() {
+        // The TLT simulator's DCQCN: window = BDP x rate / line rate (HAS_WIN, VAR_WIN).
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(40), base_rtt: Time::from_us(10) };
+        let table: toml::Table = toml::from_str("window = true\ng = 1.0\nrate_on_first_cnp = 0.5").unwrap();
+        let mut cc = factory(&table).unwrap()(&ctx);
+        let mut win = Window { cwnd: 0, ssthresh: u64::MAX, pacing_rate: None, mss: 1000 };
+        cc.init(&mut win);
+        assert_eq!(win.cwnd, 50_000, "one BDP at line rate");
+        cc.on_congestion(CongestionEvent::Ecn, Time::from_us(1), &mut win);
+        assert_eq!(win.cwnd, 25_000, "half the rate, half the window");
+        let (mut d, mut w) = dcqcn();
+        d.init(&mut w);
+        assert_eq!(w.cwnd, u64::MAX / 4, "no window by default");
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub static PRESETS: &[Preset] = &[
         params: |_| {
             "alpha_interval = \"1us\"\ndecrease_interval = \"4us\"\nrate_timer = \"900us\"\nbyte_counter = \"0B\"\n\
              fast_recovery = 1\nrate_ai = \"50Mbps\"\nrate_hai = \"100Mbps\"\nmin_rate = \"100Mbps\"\n\
-             clamp_target = false\ng = 0.00390625\nrate_on_first_cnp = 1.0"
+             clamp_target = false\ng = 0.00390625\nrate_on_first_cnp = 1.0\nwindow = true"
                 .into()
         },
         nic: HPCC_SIM_NIC,

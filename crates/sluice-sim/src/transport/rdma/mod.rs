@@ -61,6 +61,30 @@ pub enum AckPriority {
     Control,
 }
 
+/// How queue pairs mark TLT's important packets (`tlt.rdma_marking`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TltMarking {
+    /// Window-based where the queue pair repairs selectively (IRN, SACK), rate-based with
+    /// go-back-N: the choice of the TLT paper's RDMA simulator for DCQCN.
+    #[default]
+    Auto,
+    /// The last packet of each message, the first of each retransmission and every `tlt.every`-th.
+    Rate,
+    /// As on TCP: one important packet in flight, echoed by the responder; an echo that finds
+    /// nothing new to send forces a piece of the oldest unacknowledged unimportant bytes out.
+    Window,
+}
+
+/// TLT as queue pairs run it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RdmaTlt {
+    /// Rate-based marking: also every this many packets (0: never periodically).
+    pub every: u32,
+    /// Which marking.
+    pub marking: TltMarking,
+}
+
 /// What one class's queue pairs do where sources differ: the `[rdma]` keys, else the class's
 /// parameter set, else the NIC defaults (paced CNPs, ACKs with their data).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,18 +24,23 @@
 //!   (`EcnMode::PerPacket`) get them echoed on ACKs.
 //! - **Control priority**: with `ack_priority = "control"`, ACKs, NACKs and CNPs travel at
 //!   [`CONTROL_PRIO`], ahead of every data queue.
-//! - **TLT's rate-based marking** (EuroSys 2021, section 4.2): the last packet of the message,
-//!   the first packet of each retransmission and, when asked, every N-th packet are important;
-//!   ACKs, NACKs and CNPs are control packets.
+//! - **TLT** (EuroSys 2021), by rate (section 4.2): the last packet of the message, the first
+//!   packet of each retransmission and, when asked, every N-th packet are important. By window
+//!   (section 4.1, what the TLT paper's RDMA simulator runs for queue pairs that repair
+//!   selectively and for HPCC): the first packet and the first after each echo are important,
+//!   the responder answers an important packet with an echo, and an echo that finds nothing new
+//!   to send forces a piece of the oldest unacknowledged unimportant bytes out, important, so
+//!   the echoes keep coming until every loss is repaired. ACKs, NACKs and CNPs are control
+//!   packets.
 
-use super::{AckPriority, ClassNic, CnpMode, RdmaConfig, Recovery};
+use super::{AckPriority, ClassNic, CnpMode, RdmaConfig, RdmaTlt, Recovery, TltMarking};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
 use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
 use crate::packet::hpcc_int::{HopIdx, HEADER_BYTES};
 use crate::packet::{flags, Colour, Ecn, Packet, SackBlock, CONTROL_PRIO, INITIAL_TTL};
 use crate::time::{Rate, Time};
-use crate::transport::tcp::{RangeSet, Route, TimeoutRecord, TltCounts};
+use crate::transport::tcp::{RangeSet, Route, TimeoutRecord, TltCounts, TltSender};
 use crate::transport::{Io, Side};
 
 /// TLT's rate-based marking at a requester.
@@ -61,6 +66,13 @@ impl RateMarking {
             Colour::Unimportant
         }
     }
+}
+
+/// How a queue pair marks TLT's important packets.
+#[derive(Clone, Debug)]
+enum Marking {
+    Rate(RateMarking),
+    Window(TltSender),
 }
 
 /// A RoCEv2 reliable-connected queue pair.
@@ -110,7 +122,7 @@ pub struct QueuePair {
     done: bool,
     /// The application appends messages: the queue pair outlives each one.
     persistent: bool,
-    tlt: Option<RateMarking>,
+    tlt: Option<Marking>,
     /// Packets resent.
     pub retransmits: u64,
     /// Retransmission timeouts, in order.
@@ -124,6 +136,8 @@ pub struct QueuePair {
     ce_unacked: bool,
     last_nack: Option<(u64, Time)>,
     last_cnp: Option<Time>,
+    /// Window-based TLT: an important packet arrived that the next ACK or NACK echoes.
+    echo_due: bool,
     hops_held: Option<HopIdx>,
     /// CNPs the responder sent (with `every_ack`, ACKs that carried the CNP flag).
     pub cnps: u64,
@@ -137,7 +151,7 @@ impl QueuePair {
     pub fn new(
         cfg: &RdmaConfig,
         nic: ClassNic,
-        tlt: Option<u32>,
+        tlt: Option<RdmaTlt>,
         route: Route,
         size: Option<u64>,
         mut cc: Box<dyn CongestionControl>,
@@ -186,7 +200,14 @@ impl QueuePair {
             delivered: 0,
             done: false,
             persistent: false,
-            tlt: tlt.map(|every| RateMarking { every, ..RateMarking::default() }),
+            tlt: tlt.map(|t| match (t.marking, cfg.recovery) {
+                (TltMarking::Window, _) | (TltMarking::Auto, Recovery::Irn | Recovery::Sack) => {
+                    let mut w = TltSender::default();
+                    w.mark_next();
+                    Marking::Window(w)
+                }
+                _ => Marking::Rate(RateMarking { every: t.every, ..RateMarking::default() }),
+            }),
             retransmits: 0,
             timeouts: Vec::new(),
             last_tx: Time::ZERO,
@@ -196,6 +217,7 @@ impl QueuePair {
             ce_unacked: false,
             last_nack: None,
             last_cnp: None,
+            echo_due: false,
             hops_held: None,
             cnps: 0,
         }
@@ -213,7 +235,10 @@ impl QueuePair {
 
     /// TLT's counters, when the queue pair marks.
     pub fn tlt_counts(&self) -> Option<TltCounts> {
-        self.tlt.as_ref().map(|t| t.counts)
+        self.tlt.as_ref().map(|t| match t {
+            Marking::Rate(r) => r.counts,
+            Marking::Window(w) => w.counts,
+        })
     }
 
     /// Keeps the queue pair open between messages the application appends.
@@ -294,7 +319,26 @@ impl QueuePair {
     /// True if the requester could send now, ignoring the rate limiter.
     #[inline]
     pub fn has_sendable(&self) -> bool {
-        !self.done && (self.next_hole().is_some() || (self.nxt < self.size && self.window_open()))
+        !self.done && (self.next_hole().is_some() || (self.nxt < self.size && self.window_open()) || self.force_due())
+    }
+
+    /// The piece window-based TLT forces out now, if it is due (it counts as sent important).
+    fn forced_piece(&mut self) -> Option<(u64, u64)> {
+        if !self.force_due() {
+            return None;
+        }
+        let in_recovery = self.lost_below > self.una;
+        let (una, high, mtu) = (self.una, self.high, self.mtu);
+        match self.tlt.as_mut() {
+            Some(Marking::Window(t)) => Some(t.proactive(una, high, mtu, in_recovery)),
+            _ => None,
+        }
+    }
+
+    /// Window-based TLT: an echo came back, nothing new may go, and unimportant bytes are
+    /// outstanding, so a piece of them goes out important.
+    fn force_due(&self) -> bool {
+        matches!(&self.tlt, Some(Marking::Window(t)) if t.wants_important() && t.has_unimportant())
     }
 
     /// Bytes the requester could send now (for a host port's queue samples).
@@ -312,23 +356,29 @@ impl QueuePair {
             return None;
         }
         let hole = self.next_hole();
-        let (seq, retransmit) = match hole {
-            Some(s) => (s, true),
-            None if self.nxt < self.size && self.window_open() => (self.nxt, self.nxt < self.high),
-            None => return None,
+        let (seq, len, retransmit, colour) = match hole {
+            Some(s) => (s, self.mtu.min(self.size - s), true, None),
+            None if self.nxt < self.size && self.window_open() => (self.nxt, self.mtu.min(self.size - self.nxt), self.nxt < self.high, None),
+            None => {
+                let (s, e) = self.forced_piece()?;
+                (s, e - s, true, Some(Colour::Important))
+            }
         };
-        let len = self.mtu.min(self.size - seq);
         if retransmit {
             self.retransmits += 1;
         }
         if hole.is_some() {
             self.retx_next = seq + len;
-        } else {
+        } else if colour.is_none() {
             self.nxt = seq + len;
             self.high = self.high.max(self.nxt);
         }
         let last = seq + len == self.size;
-        let colour = self.tlt.as_mut().map_or(Colour::Unimportant, |t| t.colour(last));
+        let colour = colour.unwrap_or_else(|| match self.tlt.as_mut() {
+            None => Colour::Unimportant,
+            Some(Marking::Rate(r)) => r.colour(last),
+            Some(Marking::Window(w)) => w.colour_data(seq, seq + len, last, false),
+        });
         let r = self.route;
         let pkt = Packet {
             flow: r.flow,
@@ -390,6 +440,8 @@ impl QueuePair {
             io.replies.push(self.control(flags::ECE, 0, pkt));
         }
         self.ce_unacked |= ce;
+        let important = pkt.colour == Colour::Important;
+        self.echo_due |= important && matches!(self.tlt, Some(Marking::Window(_)));
         let (seq, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
         if seq == self.rcv_nxt {
             let start = self.rcv_nxt;
@@ -403,7 +455,7 @@ impl QueuePair {
             let end_of_message = self.rcv_nxt >= self.size;
             if self.unacked >= self.ack_interval
                 || end_of_message
-                || pkt.colour == Colour::Important
+                || important
                 || !self.ooo.is_empty()
             {
                 self.send_ack(0, pkt, io);
@@ -415,7 +467,8 @@ impl QueuePair {
             match self.recovery {
                 Recovery::Gbn => {
                     let repeat = self.last_nack.is_some_and(|(e, t)| e == self.rcv_nxt && now < t + self.nack_interval);
-                    if !repeat {
+                    // An important packet is always answered: its echo keeps TLT's clock going.
+                    if !repeat || self.echo_due {
                         self.last_nack = Some((self.rcv_nxt, now));
                         self.send_ack(flags::NACK, pkt, io);
                     }
@@ -446,6 +499,9 @@ impl QueuePair {
             let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
             a.sack[0] = SackBlock { start: off(data.seq), end: off(data.seq + data.payload as u64) };
             a.sack_len = 1;
+        }
+        if std::mem::take(&mut self.echo_due) {
+            a.colour = Colour::Echo;
         }
         a.hops = self.hops_held.take();
         self.unacked = 0;
@@ -505,7 +561,7 @@ impl QueuePair {
                 Recovery::Gbn => {
                     if self.nxt > ack {
                         self.nxt = ack;
-                        self.start_retransmission();
+                        self.start_retransmission(false);
                     }
                 }
                 Recovery::Irn | Recovery::Sack => {
@@ -519,12 +575,15 @@ impl QueuePair {
                     if highest > self.lost_below {
                         if self.lost_below <= self.una {
                             self.retx_next = self.una;
-                            self.start_retransmission();
+                            self.start_retransmission(false);
                         }
                         self.lost_below = highest;
                     }
                 }
             }
+        }
+        if let Some(Marking::Window(t)) = self.tlt.as_mut() {
+            t.on_ack(pkt.colour == Colour::Echo, self.una, pkt.sack_ranges());
         }
         let rtt = (now >= pkt.ts_echo && pkt.ts_echo > Time::ZERO).then(|| now - pkt.ts_echo);
         if let Some(r) = rtt {
@@ -579,10 +638,13 @@ impl QueuePair {
         io.activate = true;
     }
 
-    /// The next packet sent starts a retransmission (TLT marks it).
-    fn start_retransmission(&mut self) {
-        if let Some(t) = self.tlt.as_mut() {
-            t.retransmission = true;
+    /// The next packet sent starts a retransmission (TLT by rate marks it; by window, a
+    /// timeout makes the next packet important, as there is no echo left to wait for).
+    fn start_retransmission(&mut self, timeout: bool) {
+        match self.tlt.as_mut() {
+            Some(Marking::Rate(r)) => r.retransmission = true,
+            Some(Marking::Window(w)) if timeout => w.mark_next(),
+            _ => {}
         }
     }
 
@@ -607,7 +669,7 @@ impl QueuePair {
                             self.retx_next = self.una;
                         }
                     }
-                    self.start_retransmission();
+                    self.start_retransmission(true);
                     self.arm_rto(cx);
                     io.activate = true;
                 }
@@ -682,9 +744,19 @@ mod tests {
     /// (once each), carrying every reply back; returns the queue pair and the bytes delivered in
     /// order to the application.
     fn run(recovery: Recovery, size: u64, lose: &[u64]) -> (QueuePair, u64) {
-        let mut b = Bench::new();
-        let mut q = qp(recovery, size, EcnMode::Off);
         let mut lost: Vec<u64> = lose.to_vec();
+        run_dropping(qp(recovery, size, EcnMode::Off), |p| match lost.iter().position(|&l| l == p.seq / 1000) {
+            Some(i) => {
+                lost.remove(i);
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Runs `q` to completion through a network that drops the data packets `drop` picks.
+    fn run_dropping(mut q: QueuePair, mut drop: impl FnMut(&Packet) -> bool) -> (QueuePair, u64) {
+        let mut b = Bench::new();
         let mut delivered = 0;
         for _ in 0..10_000 {
             if q.done {
@@ -703,8 +775,7 @@ mod tests {
                 continue;
             }
             for p in sent {
-                if let Some(i) = lost.iter().position(|&l| l == p.seq / 1000) {
-                    lost.remove(i);
+                if drop(&p) {
                     continue;
                 }
                 let io = deliver(&mut b, &mut q, Side::Server, &p);
@@ -775,7 +846,7 @@ mod tests {
         let mut q = QueuePair::new(
             &cfg,
             ClassNic::default(),
-            Some(4),
+            Some(RdmaTlt { every: 4, marking: TltMarking::Auto }),
             route,
             Some(10_000),
             Box::new(Fixed(0, EcnMode::Off)),
@@ -796,6 +867,60 @@ mod tests {
         let io = deliver(&mut b, &mut q, Side::Server, &sent[0]);
         assert_eq!(io.replies[0].colour, Colour::Control);
         assert_eq!(q.tlt_counts().unwrap().important_packets, 3 + important_after(&resent));
+    }
+
+    /// A queue pair of `recovery` that marks for TLT as `marking`.
+    fn tlt_qp(recovery: Recovery, marking: TltMarking, size: u64) -> QueuePair {
+        let cfg = RdmaConfig { recovery, ..RdmaConfig::default() };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let tlt = Some(RdmaTlt { every: 0, marking });
+        QueuePair::new(&cfg, ClassNic::default(), tlt, route, Some(size), Box::new(Fixed(0, EcnMode::Off)), Rate::gbps(25), 100_000)
+    }
+
+    #[test]
+    fn window_marking_repairs_a_burst_of_colour_drops_without_a_timeout() {
+        // A switch past its colour threshold drops the unimportant packets of the first
+        // transmission and of the first retransmission, as a still-full port does.
+        fn colour_drops() -> impl FnMut(&Packet) -> bool {
+            let mut seen = std::collections::HashMap::new();
+            move |p: &Packet| {
+                let n = seen.entry(p.seq).or_insert(0);
+                *n += 1;
+                p.colour == Colour::Unimportant && *n <= 2
+            }
+        }
+        let (q, delivered) = run_dropping(tlt_qp(Recovery::Sack, TltMarking::Auto, 10_000), colour_drops());
+        assert!(q.done);
+        assert_eq!(delivered, 10_000);
+        assert!(q.timeouts.is_empty(), "every echo forces the next piece out: {:?}", q.timeouts);
+        // Only packet 0 (important) arrives; 1-9 come back one forced full packet per echo (loss
+        // is probable each time), and nothing else is resent.
+        assert_eq!(q.tlt_counts().unwrap().proactive_retransmissions, 9);
+        assert_eq!(q.retransmits, 9);
+        // By rate, the last packet's NACK starts one retransmission whose unimportant packets
+        // are dropped again, and nothing reveals them but the timeout.
+        let (q, delivered) = run_dropping(tlt_qp(Recovery::Sack, TltMarking::Rate, 10_000), colour_drops());
+        assert_eq!(delivered, 10_000);
+        assert_eq!(q.timeouts.len(), 1);
+    }
+
+    #[test]
+    fn window_marking_keeps_one_important_packet_in_flight_and_echoes_it() {
+        let mut b = Bench::new();
+        let mut q = tlt_qp(Recovery::Irn, TltMarking::Auto, 10_000);
+        let sent = drain(&mut b, &mut q);
+        let colours: Vec<Colour> = sent.iter().map(|p| p.colour).collect();
+        assert_eq!(colours[0], Colour::Important, "the first packet, as the TLT simulator's NIC marks it");
+        assert!(colours[1..].iter().all(|&c| c == Colour::Unimportant), "{colours:?}");
+        // The important packet's ACK is its echo; the others' are control packets.
+        let io = deliver(&mut b, &mut q, Side::Server, &sent[0]);
+        assert_eq!(io.replies[0].colour, Colour::Echo);
+        let io = deliver(&mut b, &mut q, Side::Server, &sent[2]);
+        assert_eq!((io.replies[0].has(flags::NACK), io.replies[0].colour), (true, Colour::Control));
+        // Go-back-N marks by rate unless asked: the last packet alone.
+        let mut g = tlt_qp(Recovery::Gbn, TltMarking::Auto, 10_000);
+        let important: Vec<u64> = drain(&mut b, &mut g).iter().filter(|p| p.colour == Colour::Important).map(|p| p.seq).collect();
+        assert_eq!(important, vec![9_000]);
     }
 
     fn important_after(sent: &[Packet]) -> u64 {

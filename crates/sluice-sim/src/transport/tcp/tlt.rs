@@ -163,6 +163,18 @@ impl TltSender {
     pub fn on_timeout(&mut self) {
         self.pending = Pending::FirstWindow;
     }
+
+    /// The next data packet is important, with no echo to wait for: a queue pair's first packet
+    /// and its first after a timeout, as the TLT simulator's NIC marks them.
+    pub fn mark_next(&mut self) {
+        self.pending = Pending::Next;
+    }
+
+    /// Whether any byte sent unimportant is still unacknowledged: only then may a proactive
+    /// retransmission repair something (a queue pair forces one only then, as that NIC does).
+    pub fn has_unimportant(&self) -> bool {
+        !self.unimportant.is_empty()
+    }
 }
 
 #[cfg(test)]
