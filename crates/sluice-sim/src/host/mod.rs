@@ -10,4 +10,5 @@ pub mod offload;
 pub mod pacer;
 pub mod scheduler;
 pub mod splice;
+pub mod stack;
 pub mod telemetry;

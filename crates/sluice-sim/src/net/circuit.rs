@@ -6,6 +6,7 @@
 //! turn. VOQs grow `tau` before their day (dynamic buffer resizing), and while a pair has a
 //! circuit now or within `tau` the ToR sets ECE on ACKs going back to its senders (reTCP's signal).
 
+use super::topology::Graph;
 use crate::packet::{flags, Ecn, Packet};
 use crate::time::{Rate, Time};
 use serde::{Deserialize, Serialize};
@@ -540,6 +541,18 @@ impl Tor {
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
     }
+}
+
+/// The circuit side of node `n` when it is a ToR of the reconfigurable network `c`: the ToRs
+/// follow the hosts, and the packet and circuit switches follow the ToRs.
+pub fn tor_of(c: &CircuitParts, graph: &Graph, n: usize, ports: &[(usize, usize)]) -> Option<Box<Tor>> {
+    let first_tor = graph.hosts().len();
+    let rack = n.checked_sub(first_tor).filter(|&r| r < c.racks as usize)?;
+    let (eps, ocs) = (first_tor + c.racks as usize, first_tor + c.racks as usize + 1);
+    let local = |peer: usize| ports.iter().position(|&(_, p)| p == peer).map(|i| i as u16);
+    let uplinks = (local(eps)?, local(ocs)?);
+    let tor = Tor::new(rack as u16, c.racks, c.hosts_per_rack, uplinks, c.schedule.clone(), c.sizing, c.ece_signal);
+    Some(Box::new(tor))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 pub mod capture;
 pub mod circuit;
+pub mod fabric;
 pub mod link;
 pub mod naming;
 pub mod pfc;

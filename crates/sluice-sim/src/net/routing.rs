@@ -5,7 +5,10 @@
 //! prefix in a real fabric: every shortest path to such a host is a shortest path to its switch
 //! plus the last link. A fat tree of 10,240 hosts then needs 640 tables, not 10,240.
 
+use super::fabric::{Fabric, Role};
+use super::port::Port;
 use super::topology::{Graph, NodeKind};
+use crate::time::Time;
 use std::collections::{HashMap, VecDeque};
 
 /// Distance of a node that cannot reach the destination.
@@ -232,6 +235,56 @@ impl Routes {
         }
         hops
     }
+}
+
+/// Picks one of `n` equal-cost next hops for a flow hash at a switch with `salt`.
+#[inline]
+pub fn ecmp_pick(hash: u32, salt: u32, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    // A 32-bit finalizer (murmur3 fmix) spreads the combined bits before the modulo.
+    let mut h = hash ^ salt.rotate_left(16) ^ salt;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    ((h as u64 * n as u64) >> 32) as usize
+}
+
+/// Sums `cost(hop index, egress port)` along the path a packet with `hash` takes from host
+/// `from` to host `to`.
+pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut(usize, &Port) -> Time) -> Time {
+    let mut total = Time::ZERO;
+    let mut port = fabric.host_ports[from as usize] as usize;
+    for i in 0..256 {
+        total += cost(i, &fabric.ports[port]);
+        let node = fabric.ports[port].peer_node as usize;
+        let sw = match fabric.roles[node] {
+            Role::Host(_) => break,
+            Role::Switch(s) => s as usize,
+        };
+        let hops = fabric.routes.next_hops(node, to as usize);
+        if hops.is_empty() {
+            break;
+        }
+        let local = hops[ecmp_pick(hash, fabric.switches[sw].salt, hops.len())];
+        port = fabric.port_base[node] as usize + local as usize;
+    }
+    total
+}
+
+/// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, `hash_rev` back):
+/// propagation both ways, the `frame`'s serialization at each hop after the first (store and
+/// forward), and the `ack_frame`'s at every hop back. A one-packet flow takes exactly this plus
+/// its first serialization.
+pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
+    let forward = walk(fabric, src, dst, hash_fwd, |i, port| {
+        port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
+    });
+    let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.rate.tx_time(ack_frame));
+    forward + back
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::circuit::{Admit, Tor, Uplink};
 use super::pfc::{self, Pfc, Signal};
 use super::port::Port;
 use super::qdisc::{Marking, SharedBuffer, Verdict};
-use super::routing::Routes;
+use super::routing::{ecmp_pick, Routes};
 use crate::context::{Cx, DropReason, Event};
 use crate::packet::hpcc_int::HopRecord;
 use crate::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt, LAT_MAX};
@@ -315,21 +315,6 @@ impl IntStamping {
     }
 }
 
-/// Picks one of `n` equal-cost next hops for a flow hash at a switch with `salt`.
-#[inline]
-pub fn ecmp_pick(hash: u32, salt: u32, n: usize) -> usize {
-    if n <= 1 {
-        return 0;
-    }
-    // A 32-bit finalizer (murmur3 fmix) spreads the combined bits before the modulo.
-    let mut h = hash ^ salt.rotate_left(16) ^ salt;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^= h >> 16;
-    ((h as u64 * n as u64) >> 32) as usize
-}
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 //! transport owns its state machine and its timers; TCP and RDMA are its implementations, each
 //! a variant of [`Transport`] and a folder.
 
+pub mod build;
 pub mod rdma;
 pub mod tcp;
 

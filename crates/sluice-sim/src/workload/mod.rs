@@ -6,6 +6,7 @@ pub mod generators;
 pub mod incast;
 pub mod proxy;
 pub mod rpc;
+pub mod runtime;
 pub mod trace;
 
 use crate::time::{Bytes, Rate, Time};

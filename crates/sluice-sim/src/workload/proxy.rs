@@ -7,6 +7,7 @@
 
 use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos};
+use crate::flow::Flow;
 use crate::time::Time;
 
 /// The proxy's part of one request: what it reads before it picks a backend, and which.
@@ -48,6 +49,69 @@ pub enum RelayEnd {
         /// The client connection it relays.
         front: u32,
     },
+}
+
+/// What the proxy on a host does after one of a request's connections changed.
+pub struct RelayStep {
+    /// The request's client connection.
+    pub front: u32,
+    /// The backend connection, written on: its NIC may send.
+    pub write: Option<u32>,
+    /// The backend connection to open, the header being in.
+    pub connect: Option<FlowSpec>,
+    /// The proxy has not asked its NIC to splice yet.
+    pub waiting: bool,
+}
+
+/// The proxy on host `h` acts on a change to one of a request's connections (`f`, the client's
+/// or the backend's): once it has the header it asks for the backend connection the header
+/// names; it writes on what it has read.
+pub fn relay_step(flows: &mut [Flow], f: u32, h: u32, now: Time) -> Option<RelayStep> {
+    let front = match flows[f as usize].relay.as_deref() {
+        Some(&RelayEnd::Front { .. }) if flows[f as usize].dst == h => f,
+        Some(&RelayEnd::Back { front }) if flows[f as usize].src == h => front,
+        _ => return None,
+    };
+    let flow = &flows[front as usize];
+    let got = flow.bytes_delivered();
+    let &RelayEnd::Front { relay, back, splicing, .. } = flow.relay.as_deref()? else { return None };
+    let mut step = RelayStep { front, write: None, connect: None, waiting: splicing == Splicing::Waiting };
+    match back {
+        Some(b) => {
+            if let Some(c) = flows[b as usize].tcp_mut() {
+                c.sender.set_written(got);
+                step.write = Some(b);
+            }
+        }
+        None if got >= relay.header => {
+            step.connect = Some(FlowSpec {
+                src: h as usize,
+                dst: relay.backend,
+                size: flow.size,
+                start: now,
+                class: flow.class as usize,
+                ..FlowSpec::default()
+            });
+        }
+        None => {}
+    }
+    Some(step)
+}
+
+/// Makes the new flow `b` the backend connection of client connection `front`, with what the
+/// proxy has read so far written on it.
+pub fn attach_backend(flows: &mut [Flow], front: u32, b: u32) {
+    let got = flows[front as usize].bytes_delivered();
+    let Some(&RelayEnd::Front { app, .. }) = flows[front as usize].relay.as_deref() else { return };
+    let back = &mut flows[b as usize];
+    back.app = Some(app);
+    back.relay = Some(Box::new(RelayEnd::Back { front }));
+    if let Some(c) = back.tcp_mut() {
+        c.sender.set_written(got);
+    }
+    if let Some(RelayEnd::Front { back, .. }) = flows[front as usize].relay.as_deref_mut() {
+        *back = Some(b);
+    }
 }
 
 /// The configuration of a proxied client population.

@@ -1,0 +1,367 @@
+//! Every host's stack as an element: what its NIC and kernel do with a packet that arrives, a
+//! connection timer that fires, a CPU core that finishes a job, an offload tick; and the host's
+//! share of carrying out what a transport reported. What concerns applications and the run's
+//! flow table the host hands back as a [`Carry`], which the world takes to the workload runtime
+//! between [`Hosts::take_report`] and [`Hosts::settle`].
+
+use super::cpu::{Cpu, Cycles, Op};
+use super::nic::Nic;
+use super::offload::Offload;
+use super::splice::Relayed;
+use super::telemetry::{TelemetryLog, TelemetryRow};
+use crate::context::{Cx, Event, TimerKind};
+use crate::flow::Flow;
+use crate::net::port::Port;
+use crate::packet::Packet;
+use crate::transport::tcp::State;
+use crate::transport::{Io, Side, Transport};
+use crate::workload::proxy::{RelayEnd, Splicing};
+
+/// Bytes of the interim response a proxy sends when it is ready for a request's body
+/// (`HTTP/1.1 100 Continue` and its blank line).
+const CONTINUE_BYTES: u32 = 25;
+
+/// What a host acts on beyond itself: the flows' transports and records, the ports (each NIC
+/// sends on its own) and the context every element acts through.
+pub struct Stack<'a> {
+    /// Every flow, by id.
+    pub flows: &'a mut [Flow],
+    /// Every port, by global id.
+    pub ports: &'a mut [Port],
+    /// Clock, events, counters, slabs.
+    pub cx: Cx<'a>,
+}
+
+/// A transport's report that the world carries on with: `io` of flow `flow` at host `host`.
+pub struct Carry {
+    /// The flow.
+    pub flow: u32,
+    /// The host whose stack reported.
+    pub host: u32,
+    /// What the transport reported.
+    pub io: Io,
+}
+
+/// What a packet arriving at a host came to.
+pub enum Arrival {
+    /// The stack took it; the report, if one is due now (not after a modelled CPU's job).
+    Stack(Option<Carry>),
+    /// The NIC relayed it on a spliced connection; the world settles the splice.
+    Spliced(Relayed),
+}
+
+/// Every host's stack: NICs, CPUs where modelled, NIC offloads where present.
+pub struct Hosts {
+    /// Each host's NIC.
+    pub nics: Vec<Nic>,
+    /// Each host's CPU, where it is modelled; empty when no host's is, so the packet path checks
+    /// a length only.
+    pub cpus: Vec<Option<Box<Cpu>>>,
+    /// Each host's NIC offload, where it has one; empty when no host has one.
+    pub offloads: Vec<Option<Box<Offload>>>,
+    /// TCP-INT echoes senders decoded.
+    pub telemetry: TelemetryLog,
+    /// The transports' reused report, so a packet allocates nothing.
+    io: Io,
+    /// Segment size, for a proxy's per-segment relay cost.
+    mss: u64,
+}
+
+impl Hosts {
+    /// Hosts with `nics`, no CPU or offload yet, logging telemetry to `telemetry`.
+    pub fn new(nics: Vec<Nic>, telemetry: TelemetryLog, mss: u64) -> Hosts {
+        Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), telemetry, io: Io::default(), mss }
+    }
+
+    /// A report's record back for reuse.
+    pub fn give_back(&mut self, io: Io) {
+        self.io = io;
+    }
+
+    fn take_io(&mut self) -> Io {
+        let mut io = std::mem::take(&mut self.io);
+        io.reset();
+        io
+    }
+
+    /// A packet reaches host `h`: its NIC's offload relays it, or its stack takes it.
+    pub fn receive(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Arrival {
+        s.cx.counters.packets_delivered += 1;
+        let capture = s.cx.capture.is_some();
+        if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
+            if let Some(r) = off.relay(&pkt, capture) {
+                return Arrival::Spliced(r);
+            }
+        }
+        Arrival::Stack(self.stack_rx(h, pkt, s))
+    }
+
+    /// The stack of host `h` (its NIC's offload first) takes a packet.
+    pub fn stack_rx(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Option<Carry> {
+        let f = pkt.flow;
+        let flow = &mut s.flows[f as usize];
+        let side = if h == flow.dst { Side::Server } else { Side::Client };
+        if flow.transport.is_none() {
+            // A closed connection takes nothing more.
+            s.cx.release(&pkt);
+            return None;
+        }
+        let mut io = self.take_io();
+        if side == Side::Server && self.nic_takes(h, f, &pkt, &mut io, s) {
+            return Some(Carry { flow: f, host: h, io });
+        }
+        let t = s.flows[f as usize].transport.as_mut().expect("checked above");
+        t.on_packet(side, &pkt, &mut io, &mut s.cx);
+        self.after_stack(h, f, true, io, s)
+    }
+
+    /// What the stack did with a packet (`rx`) or a timer is reported now, or, on a host with a
+    /// modelled CPU, when the core its flow maps to has done the work. A close the application
+    /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
+    /// or not the NIC's table has room).
+    fn after_stack(&mut self, h: u32, f: u32, rx: bool, io: Io, s: &mut Stack) -> Option<Carry> {
+        match self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) {
+            None => {
+                self.offload_close(h, f, &io, s);
+                Some(Carry { flow: f, host: h, io })
+            }
+            Some(cpu) => {
+                let hand_over = io.work.answered && self.offloads.get(h as usize).and_then(Option::as_ref).is_some_and(|o| o.teardown);
+                let mut cycles = cpu.costs.of(rx, &io, hand_over);
+                if let Some(&RelayEnd::Front { relay, .. }) = s.flows[f as usize].relay.as_deref() {
+                    // A proxy's request work is parsing the header, not answering on the close;
+                    // what it reads it writes on to the backend.
+                    cycles.0[Op::App as usize] = 0;
+                    if let Some((start, n)) = io.delivered {
+                        let connects = start < relay.header && start + n >= relay.header;
+                        cycles.merge(&cpu.costs.relay(n, n.div_ceil(self.mss), connects));
+                    }
+                }
+                cpu.submit(f, io, cycles, &mut s.cx);
+                None
+            }
+        }
+    }
+
+    /// A core of host `h` finished its job: what the job's packet or timer made the host do is
+    /// reported now, the application's close going to the NIC first if it offloads teardown.
+    #[cold]
+    pub fn cpu_done(&mut self, h: u32, core: usize, s: &mut Stack) -> Option<Carry> {
+        let cpu = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
+        let job = cpu.finish(core, &mut s.cx)?;
+        self.offload_close(h, job.flow, &job.io, s);
+        Some(Carry { flow: job.flow, host: h, io: job.io })
+    }
+
+    /// Lets flow `f`'s transport act (`act`) and returns its report, at the flow's server (whose
+    /// host sends a timer's replies: the delayed ACK, the FIN), or nothing if the connection is
+    /// gone.
+    pub fn with_transport(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
+        let io = self.act(f, s, act)?;
+        Some(Carry { flow: f, host: s.flows[f as usize].dst, io })
+    }
+
+    /// Lets flow `f`'s transport act and returns what it reported, or nothing if the connection
+    /// is gone.
+    pub fn act(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Io> {
+        let t = s.flows[f as usize].transport.as_mut()?;
+        let mut io = std::mem::take(&mut self.io);
+        io.reset();
+        act(t, &mut io, &mut s.cx);
+        Some(io)
+    }
+
+    /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
+    /// work for its host's CPU, where one is modelled.
+    pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut Stack) -> Option<Carry> {
+        let dst = s.flows[f as usize].dst;
+        let server_timer = matches!(kind, TimerKind::DelayedAck | TimerKind::PeerRto);
+        if !(server_timer && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
+            return self.with_transport(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
+        }
+        let io = self.act(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx))?;
+        if io.replies.is_empty() && !io.closed {
+            // A stale or rescheduled timer: no work.
+            self.io = io;
+            return None;
+        }
+        self.after_stack(dst, f, false, io, s)
+    }
+
+    /// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true
+    /// if it consumed it.
+    fn nic_takes(&mut self, h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
+        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
+        let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
+        let consumed = off.on_segment(conn, pkt, io, s.cx.now);
+        if consumed {
+            s.cx.release(pkt);
+        }
+        consumed
+    }
+
+    /// If flow `f`'s server application closed (its FIN in `io`), host `h`'s NIC may take the
+    /// close over.
+    fn offload_close(&mut self, h: u32, f: u32, io: &Io, s: &mut Stack) {
+        if !io.work.answered {
+            return;
+        }
+        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
+        let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
+        if let Some(at) = off.hand_over(conn, f, &io.replies, s.cx.now) {
+            s.cx.schedule(at, Event::NicTick(h));
+        }
+    }
+
+    /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; returns the
+    /// flows whose close the NIC gave up on, for [`Self::nic_closed`].
+    #[cold]
+    pub fn nic_tick(&mut self, h: u32, s: &mut Stack) -> Vec<u32> {
+        let off = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a NIC tick for a host with an offload");
+        let now = s.cx.now;
+        if off.tick_at != Some(now) {
+            return Vec::new(); // superseded by an earlier tick
+        }
+        let (mut resend, mut gave_up) = (Vec::new(), Vec::new());
+        if let Some(at) = off.tick(now, &mut resend, &mut gave_up) {
+            s.cx.schedule(at, Event::NicTick(h));
+        }
+        self.nics[h as usize].ctrl.extend(resend);
+        gave_up
+    }
+
+    /// Host `h`'s NIC gave up on flow `f`'s close: the connection ends.
+    #[cold]
+    pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut Stack) -> Carry {
+        let mut io = self.take_io();
+        if let Some(c) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
+            c.nic_closed(&mut io);
+        }
+        Carry { flow: f, host: h, io }
+    }
+
+    /// The end `side` of spliced flow `f` at host `h` is closed: the NIC saw the close go
+    /// through end to end.
+    #[cold]
+    pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut Stack) -> Option<Carry> {
+        let io = self.act(f, s, |t, io, _| {
+            if let Some(c) = t.tcp_mut() {
+                c.spliced_closed(side, io);
+            }
+        })?;
+        Some(Carry { flow: f, host: h, io })
+    }
+
+    /// Host `h`'s CPU, where modelled, pays for handing a spliced pair over to or back from its
+    /// NIC.
+    #[cold]
+    pub fn handover(&mut self, h: u32, front: u32, s: &mut Stack) {
+        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+            let mut cycles = Cycles::default();
+            cycles.add(Op::Handover, cpu.costs.handover);
+            self.job(h, front, cycles, s);
+        }
+    }
+
+    /// Once the backend connection of the client connection `front` is established, the proxy on
+    /// host `h` asks its NIC to splice the two (if the NIC splices, the table has room, and
+    /// nothing of the request waits beyond a gap, which the NIC could no longer hand the host),
+    /// else relays on the host, and tells the client to send the body (`100 Continue`).
+    pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut Stack) {
+        let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front as usize].relay.as_deref() else { return };
+        let (Some(fa), Some(fb)) = (s.flows[front as usize].tcp(), s.flows[b as usize].tcp()) else { return };
+        if fb.client != State::Established || fa.server != State::Established {
+            return;
+        }
+        let size = s.flows[front as usize].size.unwrap_or(u64::MAX);
+        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(fa, fb, size));
+        let splicing = if spliced { Splicing::Spliced } else { Splicing::OnHost };
+        let go = (fa.receiver.rcv_nxt < size).then(|| fa.interim_response(CONTINUE_BYTES));
+        if let Some(RelayEnd::Front { splicing: st, .. }) = s.flows[front as usize].relay.as_deref_mut() {
+            *st = splicing;
+        }
+        let mut cycles = Cycles::default();
+        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+            if splicing == Splicing::Spliced {
+                cycles.add(Op::Handover, cpu.costs.handover);
+            }
+            if go.is_some() {
+                cycles.add(Op::Tx, cpu.costs.tx_packet);
+            }
+        }
+        self.job(h, front, cycles, s);
+        if let Some(p) = go {
+            self.nics[h as usize].ctrl.push_back(p);
+        }
+    }
+
+    /// Queues work of `cycles` for flow `f` on host `h`'s CPU, where it is modelled, with no
+    /// outcome of its own: it only keeps the core busy.
+    fn job(&mut self, h: u32, f: u32, cycles: Cycles, s: &mut Stack) {
+        let Some(cpu) = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
+        if cycles.total() == 0 {
+            return;
+        }
+        cpu.submit(f, Io::default(), cycles, &mut s.cx);
+    }
+
+    /// Lets host `h`'s NIC put its next packet on the wire.
+    #[inline]
+    pub fn nic_send(&mut self, h: u32, s: &mut Stack) {
+        let nic = &mut self.nics[h as usize];
+        let port = &mut s.ports[nic.port as usize];
+        nic.send(port, s.flows, &mut s.cx);
+    }
+
+    /// Puts flow `f` on its client's NIC scheduler.
+    pub fn activate(&mut self, f: u32, s: &mut Stack) {
+        let flow = &mut s.flows[f as usize];
+        self.nics[flow.src as usize].activate(flow);
+    }
+
+    /// The host's first share of carrying out `c`: replies to its NIC, a TCP-INT echo to the
+    /// telemetry log, delivered bytes to the flow's record.
+    pub fn take_report(&mut self, c: &mut Carry, s: &mut Stack) {
+        let (f, io) = (c.flow, &mut c.io);
+        if !io.replies.is_empty() {
+            self.nics[c.host as usize].ctrl.extend(io.replies.drain(..));
+        }
+        if io.echo {
+            if let Some(snd) = s.flows[f as usize].sender() {
+                if let Some(echo) = snd.last_echo {
+                    let row = TelemetryRow { t: s.cx.now, flow: f, srtt: snd.rtt.srtt(), cwnd: snd.win.cwnd, echo };
+                    self.telemetry.record(row);
+                }
+            }
+        }
+        if let Some((start, len)) = io.delivered {
+            s.flows[f as usize].app_receive(start, len);
+        }
+    }
+
+    /// The host's last share of carrying out `c`, after the applications heard: release a closed
+    /// connection, let a client with an interim response write the rest, wake the client's NIC,
+    /// and let this host's NIC send.
+    pub fn settle(&mut self, c: &mut Carry, s: &mut Stack) {
+        let (h, io) = (c.host, &mut c.io);
+        let flow = &mut s.flows[c.flow as usize];
+        if io.closed {
+            flow.release();
+        }
+        if io.interim {
+            // The server is ready for the rest: the client's application writes it.
+            if let Some(t) = flow.tcp_mut() {
+                t.sender.set_written(u64::MAX);
+                io.activate = true;
+            }
+        }
+        if io.activate && flow.transport.is_some() {
+            let src = flow.src;
+            self.nics[src as usize].activate(flow);
+            if src != h {
+                self.nic_send(src, s);
+            }
+        }
+        self.nic_send(h, s);
+    }
+}

@@ -1,0 +1,112 @@
+//! The run's own checks of itself: conservation of packets, buffer bytes, PFC holdings,
+//! hop-record stacks and application bytes, counted independently of the elements that move them.
+
+use crate::flow::Flow;
+use crate::net::port::Port;
+use crate::transport::Transport;
+use crate::world::World;
+use std::collections::HashMap;
+
+/// Checks conservation: every packet sent is delivered, dropped or still in the network; every
+/// switch's buffer holds exactly what its queues hold; every application got each byte once and
+/// in order, as counted apart from the transport.
+pub fn check_conservation(w: &World) -> Result<(), String> {
+    let net = w.fabric();
+    let flying = w.flying();
+    let c = w.counters();
+    let in_flight = |p: &Port| p.link.in_flight.iter().filter(|&&(_, i)| !flying.get(i).is_pfc()).count();
+    let on_wires: usize = net.ports.iter().map(|p| p.link.in_flight.len()).sum();
+    if flying.len() != on_wires {
+        return Err(format!("wire store broken: {} packets stored != {} on the wires", flying.len(), on_wires));
+    }
+    let in_voqs = net.switches.iter().filter_map(|s| s.tor.as_deref()).map(|t| t.queued().count() as u64).sum::<u64>();
+    let in_network: u64 = net.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum::<u64>() + in_voqs;
+    if c.packets_sent != c.packets_delivered + c.drops() + in_network {
+        return Err(format!(
+            "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",
+            c.packets_sent,
+            c.packets_delivered,
+            c.drops(),
+            in_network
+        ));
+    }
+    for sw in &net.switches {
+        let n = sw.node as usize;
+        let ports = &net.ports[net.port_base[n] as usize..net.port_base[n + 1] as usize];
+        let queued: u64 = ports.iter().map(|p| p.queue.bytes()).sum();
+        if queued != sw.buffer.used {
+            return Err(format!(
+                "buffer accounting broken at {}: {} bytes used != {} bytes queued",
+                net.node_names[n], sw.buffer.used, queued
+            ));
+        }
+        if let Some(pfc) = &sw.pfc {
+            let lossless: u64 =
+                ports.iter().flat_map(|p| p.queue.iter()).filter(|p| pfc.cfg.is_lossless(p.prio)).map(|p| p.wire_bytes as u64).sum();
+            if lossless != pfc.held_total() {
+                return Err(format!(
+                    "PFC accounting broken at {}: {} bytes held by ingress != {} lossless bytes queued",
+                    net.node_names[n],
+                    pfc.held_total(),
+                    lossless
+                ));
+            }
+        }
+    }
+    // Every hop-record stack in use is held by a packet in the network or a NIC queue, or by
+    // a receiver about to echo it; anything else leaked or was freed twice.
+    let voqs = net.switches.iter().filter_map(|s| s.tor.as_deref()).flat_map(|t| t.queued());
+    let queued = net.ports.iter().flat_map(|p| p.queue.iter().chain(p.link.in_flight.iter().map(|&(_, i)| flying.get(i)))).chain(voqs);
+    // Replies a host's CPU has not finished producing are held by the host.
+    let cpu_jobs = || w.cpus().iter().flatten().flat_map(|c| c.jobs());
+    let held_by_packets = queued
+        .chain(w.nics().iter().flat_map(|n| n.ctrl.iter()))
+        .chain(cpu_jobs().flat_map(|j| j.io.replies.iter()))
+        .filter(|p| p.hops.is_some())
+        .count();
+    let mut in_cpu: HashMap<u32, u64> = HashMap::new();
+    for j in cpu_jobs() {
+        *in_cpu.entry(j.flow).or_default() += j.io.delivered.map_or(0, |d| d.1);
+    }
+    let held_by_receivers = w.flows().iter().filter(|f| f.transport.as_ref().is_some_and(Transport::holds_hop_stack)).count();
+    if held_by_packets + held_by_receivers != w.hop_slab().in_use() {
+        return Err(format!(
+            "hop-record conservation broken: {} stacks in use != {} held by packets and receivers",
+            w.hop_slab().in_use(),
+            held_by_packets + held_by_receivers
+        ));
+    }
+    // Bytes a host's CPU is still handing over count as delivered.
+    let got_by = |f: &Flow| f.bytes_delivered() + in_cpu.get(&f.id).copied().unwrap_or(0);
+    for f in w.flows() {
+        if let Some(fault) = f.delivery_fault() {
+            return Err(fault.to_string());
+        }
+        let got = got_by(f);
+        // A spliced client connection's bytes end at the proxy's application below the splice
+        // point and at the backend's above it.
+        let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&w.flows()[b as usize])));
+        let ends = match f.transport.as_ref() {
+            Some(Transport::Tcp(c)) => Some((c.receiver.rcv_nxt, c.sender.una)),
+            Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),
+            None => None,
+        };
+        if let Some((in_order, acked)) = ends {
+            if got != in_order {
+                return Err(format!("flow {}: the application got {got} bytes but the receiver holds {in_order} in order", f.id));
+            }
+            if acked > end_to_end {
+                return Err(format!("flow {}: sender saw {acked} acknowledged but the application got {end_to_end}", f.id));
+            }
+        }
+        if let Some(size) = f.size {
+            if got > size {
+                return Err(format!("flow {}: delivered {got} of {size} bytes", f.id));
+            }
+            if f.finish.is_some() && end_to_end != size {
+                return Err(format!("flow {}: finished with {end_to_end} of {size} bytes delivered", f.id));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The fabric as a run holds it: every port of every node in one arena, the switches, the routes
+//! and which node is which. Hosts' NICs, flows and applications live elsewhere; what they need of
+//! the network (a host's link, a path's round trip) they ask of the fabric.
+
+use super::circuit::{tor_of, CircuitParts};
+use super::link::Link;
+use super::pfc::{Pfc, PfcConfig};
+use super::port::{Port, TxMeter};
+use super::qdisc::{Discipline, SharedBuffer};
+use super::routing::Routes;
+use super::switch::{IntStamping, Switch};
+use super::topology::{Graph, NodeKind};
+use crate::time::Time;
+use std::ops::Range;
+
+/// What a node is, with its index in the matching arena.
+#[derive(Clone, Copy, Debug)]
+pub enum Role {
+    /// Host ordinal.
+    Host(u32),
+    /// Switch ordinal.
+    Switch(u32),
+}
+
+/// What the fabric is built from, validated by the scenario.
+pub struct FabricSpec<'a> {
+    /// Shared buffer per switch, and its dynamic-threshold factor.
+    pub buffer: (u64, f64),
+    /// Strict-priority queues per switch port.
+    pub priorities: u8,
+    /// The queue discipline of each switch port, by global port id (host ports: unused).
+    pub disciplines: &'a [Discipline],
+    /// TCP-INT stamping per switch ordinal (`None`: a legacy switch), and its ports' rate window.
+    pub int: (&'a [Option<IntStamping>], Time),
+    /// Builds a switch's PFC settings from its ports, when switches run PFC.
+    pub pfc: Option<&'a dyn Fn(&[Port]) -> PfcConfig>,
+    /// The circuit side of a reconfigurable network's ToRs.
+    pub circuit: Option<&'a CircuitParts>,
+    /// Seeds each switch's ECMP salt.
+    pub salt: fn(u32, u32) -> u32,
+}
+
+/// Ports, switches and routes of one topology.
+pub struct Fabric {
+    /// What each node is.
+    pub roles: Vec<Role>,
+    /// Display names of the nodes ("h3", "sw0").
+    pub node_names: Vec<String>,
+    /// Ports of node n are `port_base[n]..port_base[n + 1]`.
+    pub port_base: Vec<u32>,
+    /// Every port, by global id.
+    pub ports: Vec<Port>,
+    /// Every switch, by ordinal.
+    pub switches: Vec<Switch>,
+    /// Shortest-path next hops.
+    pub routes: Routes,
+    /// Each host's one port (its NIC's link), by host ordinal.
+    pub host_ports: Vec<u32>,
+}
+
+impl Fabric {
+    /// Builds every port and switch of `graph`.
+    pub fn build(graph: &Graph, spec: &FabricSpec) -> Fabric {
+        let routes = Routes::compute(graph);
+        let node_ports = graph.ports();
+        let (mut nh, mut ns) = (0u32, 0u32);
+        let roles: Vec<Role> = graph
+            .nodes
+            .iter()
+            .map(|kind| match kind {
+                NodeKind::Host => {
+                    nh += 1;
+                    Role::Host(nh - 1)
+                }
+                NodeKind::Switch { .. } => {
+                    ns += 1;
+                    Role::Switch(ns - 1)
+                }
+            })
+            .collect();
+        let bands = spec.priorities.max(1) as usize;
+        let mut ports = Vec::new();
+        let mut port_base = Vec::with_capacity(graph.nodes.len() + 1);
+        for (n, plist) in node_ports.iter().enumerate() {
+            port_base.push(ports.len() as u32);
+            for (local, &(li, peer)) in plist.iter().enumerate() {
+                let l = &graph.links[li];
+                let link = Link { delay: l.delay, loss: l.loss, in_flight: Default::default() };
+                let b = if matches!(roles[n], Role::Switch(_)) { bands } else { 1 };
+                let mut port = Port::new(n as u32, local as u16, peer as u32, l.rate, link, b);
+                if let Some(d) = spec.disciplines.get(ports.len()) {
+                    port.discipline = *d;
+                }
+                ports.push(port);
+            }
+        }
+        port_base.push(ports.len() as u32);
+        // Each port's peer port: the one at the far end of the same link, facing back.
+        for n in 0..node_ports.len() {
+            for (local, &(li, peer)) in node_ports[n].iter().enumerate() {
+                let back = node_ports[peer].iter().position(|&(l2, _)| l2 == li).expect("links are bidirectional");
+                ports[port_base[n] as usize + local].peer_port = port_base[peer] + back as u32;
+            }
+        }
+        let mut switches = Vec::new();
+        let mut host_ports = Vec::new();
+        for (n, role) in roles.iter().enumerate() {
+            let own = port_base[n] as usize..port_base[n + 1] as usize;
+            match *role {
+                Role::Switch(s) => switches.push(Switch {
+                    node: n as u32,
+                    first_port: port_base[n],
+                    buffer: SharedBuffer { size: spec.buffer.0, used: 0, alpha: spec.buffer.1 },
+                    salt: (spec.salt)(s, n as u32),
+                    int: spec.int.0[s as usize],
+                    pfc: spec.pfc.map(|cfg| Pfc::new(cfg(&ports[own.clone()]))),
+                    tor: spec.circuit.and_then(|c| tor_of(c, graph, n, &node_ports[n])),
+                }),
+                Role::Host(_) => host_ports.push(port_base[n]),
+            }
+            if matches!(role, Role::Switch(s) if spec.int.0[*s as usize].is_some()) {
+                for port in &mut ports[own] {
+                    port.meter = Some(TxMeter::new(spec.int.1));
+                }
+            }
+        }
+        Fabric { roles, node_names: super::naming::node_names(graph), port_base, ports, switches, routes, host_ports }
+    }
+
+    /// Global ids of node `n`'s ports.
+    #[inline]
+    pub fn ports_of(&self, n: u32) -> Range<usize> {
+        self.port_base[n as usize] as usize..self.port_base[n as usize + 1] as usize
+    }
+
+    /// True if node `n` is a switch.
+    pub fn is_switch(&self, n: u32) -> bool {
+        matches!(self.roles[n as usize], Role::Switch(_))
+    }
+}

@@ -1,0 +1,175 @@
+//! How a flow's transport is built: from its class (TCP connection or RDMA queue pair, and the
+//! algorithm), the transport settings and the path its packets take, which sizes the
+//! algorithm's base round trip and the flow record's ideal completion time.
+
+use crate::cc::{CcFactory, EcnMode, FlowContext};
+use crate::flow::Flow;
+use crate::host::pacer::TokenBucket;
+use crate::net::fabric::Fabric;
+use crate::net::routing::path_rtt;
+use crate::net::switch::IntStamping;
+use crate::packet::tcp_int::IntEncoding;
+use crate::time::{Rate, Time};
+use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
+use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpConfig, TcpConnection};
+use crate::transport::Transport;
+use crate::workload::FlowSpec;
+
+/// A traffic class as the run uses it.
+pub struct ClassRuntime {
+    /// Class name.
+    pub name: String,
+    /// Algorithm registry name.
+    pub cc: String,
+    /// Builds the algorithm for each flow.
+    pub factory: CcFactory,
+    /// Switch priority queue.
+    pub priority: u8,
+    /// The algorithm flows fall back to when negotiation fails, and its builder.
+    pub fallback: (String, CcFactory),
+    /// The class's flows run on RDMA queue pairs instead of TCP.
+    pub rdma: bool,
+    /// What its queue pairs' NICs do where sources differ.
+    pub nic: ClassNic,
+}
+
+/// TCP-INT as the run uses it.
+#[derive(Clone, Debug)]
+pub struct IntRuntime {
+    /// Stamping per switch ordinal; `None` for legacy switches.
+    pub switches: Vec<Option<IntStamping>>,
+    /// The fabric-wide encoding senders decode echoes with.
+    pub encoding: IntEncoding,
+    /// Unit of the latency fields.
+    pub latency_unit: Time,
+    /// Transmit-rate window of INT switch ports.
+    pub util_window: Time,
+    /// Every flow carries the option.
+    pub all_flows: bool,
+    /// Per host ordinal: the stack supports TCP-INT.
+    pub host_supports: Vec<bool>,
+}
+
+/// Builds each flow's transport.
+pub struct TransportBuilder {
+    /// Classes by index; `default` is always present.
+    pub classes: Vec<ClassRuntime>,
+    /// TCP settings.
+    pub tcp: TcpConfig,
+    /// RDMA queue-pair settings, and TLT's marking when TLT is on.
+    pub rdma: (RdmaConfig, Option<RdmaTlt>),
+    /// TCP-INT as the run uses it.
+    pub int: IntRuntime,
+    /// Per host ordinal: its NIC offload builds a server's state only once the handshake ends.
+    pub lazy_tcb: Vec<bool>,
+}
+
+impl TransportBuilder {
+    /// Flow `id` of `spec`, with its record filled in and its connection built.
+    pub fn flow(&self, spec: &FlowSpec, id: u32, fabric: &Fabric) -> Flow {
+        let (src, dst) = (spec.src as u32, spec.dst as u32);
+        let hash_fwd = flow_hash(src, dst, id, false);
+        let hash_rev = flow_hash(dst, src, id, true);
+        let class = &self.classes[spec.class];
+        let link_rate = fabric.ports[fabric.host_ports[spec.src] as usize].rate;
+        if class.rdma {
+            return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate);
+        }
+        let mss = self.tcp.mss();
+        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO };
+        // What the algorithm needs decides the options its segments carry, and so the flow's
+        // real MSS, which its base RTT and ideal FCT are measured at.
+        let (needs_int, needs_hops) = {
+            let probe = (class.factory)(&ctx);
+            (probe.needs_int(), probe.needs_hop_records())
+        };
+        let both_int = self.int.host_supports[spec.src] && self.int.host_supports[spec.dst];
+        let mut flow_mss = mss;
+        if both_int && (needs_int || self.int.all_flows) {
+            flow_mss -= crate::packet::tcp_int::LEN as u64;
+        }
+        if both_int && needs_hops {
+            flow_mss -= crate::packet::hpcc_int::HEADER_BYTES as u64;
+        }
+        // The algorithm's T is the path's round trip at full frames of the configured MTU, as
+        // the HPCC simulator computes it; the flow's record uses its own first frame.
+        let frame_at = |m: u64| self.tcp.frame(spec.size.unwrap_or(m).min(m)) as u64;
+        ctx.base_rtt = self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(mss));
+        let base_rtt = if flow_mss == mss { ctx.base_rtt } else { self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(flow_mss)) };
+        let sender = Sender::new(&self.tcp, spec.size, (class.factory)(&ctx));
+        let offer = crate::cc::negotiation::Offer {
+            needs_int: sender.cc_needs_int(),
+            needs_ecn: self.tcp.ecn && sender.cc.ecn_mode() == EcnMode::PerPacket,
+            needs_hop_records: sender.cc_needs_hop_records(),
+        };
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
+        let int = IntStacks {
+            encoding: self.int.encoding,
+            latency_unit: self.int.latency_unit,
+            server: self.int.host_supports[spec.dst],
+        };
+        let proposal = Proposal {
+            offer,
+            local_int: self.int.host_supports[spec.src],
+            fallback: (class.fallback.1.clone(), ctx),
+            int_all_flows: self.int.all_flows,
+        };
+        // A burst of two full frames lets the limiter keep a window-limited flow busy.
+        let limiter = spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * self.tcp.frame(mss) as u64));
+        let mut conn = TcpConnection::new(&self.tcp, route, sender, int, proposal, limiter);
+        if let Some(r) = spec.response {
+            conn.set_response(r);
+        }
+        if self.lazy_tcb.get(spec.dst).copied().unwrap_or(false) {
+            conn.set_lazy_tcb();
+        }
+        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
+        flow.base_rtt = base_rtt;
+        if let Some(s) = spec.size {
+            flow.ideal_fct = base_rtt + link_rate.tx_time(self.tcp.wire_bytes_at(s, flow_mss));
+        }
+        flow
+    }
+
+    /// Flow `id` of an RDMA class, as a queue pair; its algorithm's T is the path's round trip
+    /// at full packets, and IRN's cap one bandwidth-delay product of it.
+    fn queue_pair(&self, spec: &FlowSpec, id: u32, fabric: &Fabric, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> Flow {
+        let (src, dst) = (spec.src as u32, spec.dst as u32);
+        let class = &self.classes[spec.class];
+        let (cfg, tlt) = &self.rdma;
+        let mtu = cfg.mtu as u64;
+        let full = path_rtt(fabric, src, dst, hash_fwd, hash_rev, cfg.frame(mtu) as u64, cfg.ack_frame() as u64);
+        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full };
+        let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
+        let base_rtt = path_rtt(fabric, src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
+        let mut qp = QueuePair::new(cfg, class.nic, *tlt, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
+        if !(self.int.host_supports[spec.src] && self.int.host_supports[spec.dst]) {
+            // Per-hop records need INT at both ends, as on TCP; there is no handshake to ask.
+            qp = qp.without_hop_records();
+        }
+        let ideal = spec.size.map(|s| base_rtt + link_rate.tx_time(cfg.wire_bytes(s)));
+        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Rdma(Box::new(qp)));
+        flow.base_rtt = base_rtt;
+        if let Some(t) = ideal {
+            flow.ideal_fct = t;
+        }
+        flow
+    }
+
+    /// The path's round trip at `frame` bytes with TCP's ACK frame.
+    fn path_rtt(&self, fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64) -> Time {
+        path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame, self.tcp.frame(0) as u64)
+    }
+}
+
+/// Mixes a flow's endpoints and id into an ECMP hash (stands in for the 5-tuple).
+pub fn flow_hash(src: u32, dst: u32, id: u32, reverse: bool) -> u32 {
+    let mut x = ((src as u64) << 40) ^ ((dst as u64) << 20) ^ id as u64 ^ ((reverse as u64) << 63);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    x as u32
+}
