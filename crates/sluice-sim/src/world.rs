@@ -16,9 +16,8 @@ use crate::host::stack::{Arrival, Carry, Hosts, Stack};
 use crate::host::telemetry::TelemetryLog;
 use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::circuit::CircuitParts;
-use crate::net::fabric::{Fabric, FabricSpec, Role};
+use crate::net::fabric::{Fabric, FabricSpec, PfcFromPorts, Role};
 use crate::net::link::Flying;
-use crate::net::pfc::PfcConfig;
 use crate::net::port::Port;
 use crate::net::qdisc::Discipline;
 use crate::net::switch::Switch;
@@ -126,7 +125,7 @@ pub struct Parts {
 }
 
 /// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
-pub type PfcSettings = Box<dyn Fn(&[Port]) -> PfcConfig>;
+pub type PfcSettings = Box<PfcFromPorts>;
 
 /// Bytes of ports beyond which they no longer stay in a core's cache (the 1-2 MB of a server
 /// core's L2): a 10,240-host fat tree has 12 MB, ws320 0.4 MB.
@@ -606,7 +605,7 @@ impl World {
     /// a close seen end to end closes the proxy's ends of both connections, and the host takes
     /// the share that is its own.
     #[cold]
-    fn spliced(&mut self, h: u32, r: Relayed, now: Time) {
+    fn spliced(&mut self, h: u32, r: Box<Relayed>, now: Time) {
         if let Some(out) = r.out {
             self.hosts.nics[h as usize].ctrl.push_back(out);
         }

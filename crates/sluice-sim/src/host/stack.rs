@@ -47,7 +47,7 @@ pub enum Arrival {
     /// The stack took it; the report, if one is due now (not after a modelled CPU's job).
     Stack(Option<Carry>),
     /// The NIC relayed it on a spliced connection; the world settles the splice.
-    Spliced(Relayed),
+    Spliced(Box<Relayed>),
 }
 
 /// Every host's stack: NICs, CPUs where modelled, NIC offloads where present.
@@ -90,7 +90,7 @@ impl Hosts {
         let capture = s.cx.capture.is_some();
         if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
             if let Some(r) = off.relay(&pkt, capture) {
-                return Arrival::Spliced(r);
+                return Arrival::Spliced(Box::new(r));
             }
         }
         Arrival::Stack(self.stack_rx(h, pkt, s))

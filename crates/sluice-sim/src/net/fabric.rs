@@ -22,6 +22,9 @@ pub enum Role {
     Switch(u32),
 }
 
+/// Builds a switch's PFC settings from its ports (their rates and delays size the headroom).
+pub type PfcFromPorts = dyn Fn(&[Port]) -> PfcConfig;
+
 /// What the fabric is built from, validated by the scenario.
 pub struct FabricSpec<'a> {
     /// Shared buffer per switch, and its dynamic-threshold factor.
@@ -33,7 +36,7 @@ pub struct FabricSpec<'a> {
     /// TCP-INT stamping per switch ordinal (`None`: a legacy switch), and its ports' rate window.
     pub int: (&'a [Option<IntStamping>], Time),
     /// Builds a switch's PFC settings from its ports, when switches run PFC.
-    pub pfc: Option<&'a dyn Fn(&[Port]) -> PfcConfig>,
+    pub pfc: Option<&'a PfcFromPorts>,
     /// The circuit side of a reconfigurable network's ToRs.
     pub circuit: Option<&'a CircuitParts>,
     /// Seeds each switch's ECMP salt.
