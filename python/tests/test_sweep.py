@@ -98,7 +98,7 @@ def test_the_cli_hands_seeded_sweeps_to_this_package_and_reports_them(scenario, 
     api = sluice.sweep(scenario, {"classes.query.cc": ["cubic", "dctcp"]}, [1, 2], ["drops"], store=store, progress=False)
     assert api.computed == 0
     out = subprocess.run([sluice_bin, "report", store], check=True, capture_output=True, text=True).stdout
-    assert "(1 plots)" in out and (store / "sweep_1.png").exists()
+    assert "(1 plots)" in out and (store / "drops.png").exists()
 
 
 class Rerun:

@@ -210,14 +210,15 @@ fn future_series_and_extra_columns_are_plotted() {
     // Telemetry: four signals recorded (path latency empty), one panel each.
     let (_, h) = check_png(&std::fs::read(p.join("telemetry.png")).unwrap(), "telemetry.png");
     assert_eq!(h, 4 * 300);
-    assert!(html.contains("quarter-decade size buckets computed from flows.csv"));
+    assert!(html.contains("quarter-decade size buckets of flows.csv"));
     assert!(
         html.contains("<tr><th>query</th><td class=\"text\">dctcp</td><td>101</td><td>100</td><td>1</td>"),
         "flows table"
     );
     assert!(html.contains("<p>summary.json was not recorded.</p>"));
 
-    // With fct_buckets.csv the slowdown plot uses it instead of flows.csv.
+    // Without flows.csv, the slowdown plot uses fct_buckets.csv.
+    std::fs::remove_file(p.join("flows.csv")).unwrap();
     std::fs::write(
         p.join("fct_buckets.csv"),
         "class,bucket_lo_bytes,bucket_hi_bytes,count,fct_mean_ns,fct_p50_ns,fct_p99_ns,slowdown_mean,slowdown_p50,slowdown_p95,slowdown_p99,slowdown_p999\n\
@@ -227,7 +228,7 @@ fn future_series_and_extra_columns_are_plotted() {
     )
     .unwrap();
     let html = report(p);
-    assert!(html.contains("size buckets from fct_buckets.csv"));
+    assert!(html.contains("over fct_buckets.csv, each row at the largest size it holds"));
     assert!(!html.contains("<code>fct_buckets.csv</code> was not recorded"));
 }
 

@@ -125,12 +125,17 @@ fn report_on_a_sweep_store_plots_each_metric_against_the_grid() {
     );
     let out = sluice(&["report", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let png = std::fs::read(dir.path().join("sweep_1.png")).unwrap();
+    // The figure is named after its metric.
+    let png = std::fs::read(dir.path().join("drops.png")).unwrap();
     let decoder = png::Decoder::new(png.as_slice());
     let info = decoder.read_info().unwrap();
     assert_eq!((info.info().width, info.info().height), (960, 540));
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
-    assert!(html.contains("4 cells x 3 seeds") && html.contains("<img src=\"sweep_1.png\""), "{html}");
+    assert!(html.contains("4 cells × 3 seeds"), "{html}");
+    assert!(html.contains("data-x-axis=\"classes.q.cc\" data-y-axis=\"drops\""), "{html}");
+    // The table has every cell: a mean with its interval, or a dash where there is none.
+    assert!(html.contains("<td class=\"text\">cubic</td><td class=\"text\">20KB</td><td>10.00</td><td>8.000 – 12.00</td><td>3</td>"), "{html}");
+    assert!(html.contains("<td class=\"text\">dctcp</td><td class=\"text\">60KB</td><td>1.000</td><td>—</td><td>1</td>"), "{html}");
 }
 
 #[test]

@@ -2,28 +2,57 @@
 //! and what the run did not record. One file with no external references.
 
 use super::inputs::{Flow, Inputs};
-use super::plots::{time_unit, Figure};
+use super::plots::{time_unit, Axes, Figure};
 use base64::Engine;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const STYLE: &str = "
+/// The pages' style sheet (run and sweep reports). Nothing may be wider than the page: a table
+/// too wide for it scrolls inside its own box, and images shrink to fit.
+pub const STYLE: &str = "
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em auto; max-width: 1040px;
-       padding: 0 1em; color: #222; }
+       padding: 0 1em; color: #222; overflow-wrap: anywhere; }
 h1 { margin-bottom: 0.2em; }
 .meta { color: #666; margin-top: 0; }
-table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.92em; }
-th, td { border: 1px solid #ddd; padding: 0.3em 0.7em; text-align: right; }
+.wide { max-width: 100%; overflow-x: auto; margin: 0.6em 0 1.2em; }
+table { border-collapse: collapse; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.7em; text-align: right; overflow-wrap: normal; }
+td { white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
-thead th { background: #f3f5f8; }
+th[colspan] { text-align: center; }
+thead th { background: #f3f5f8; vertical-align: bottom; }
 td.text { text-align: left; }
+th .desc { font-weight: normal; color: #555; }
 figure { margin: 1.5em 0; }
-figure img { max-width: 100%; border: 1px solid #eee; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #444; font-size: 0.92em; }
 code { background: #f3f3f3; padding: 0 0.25em; }
 .missing li { color: #555; }
 ";
+
+/// Opens a table in a box of the page's width that scrolls sideways when the table is wider.
+pub const TABLE_OPEN: &str = "<div class=\"wide\"><table>";
+/// Closes what [`TABLE_OPEN`] opened.
+pub const TABLE_CLOSE: &str = "</table></div>\n";
+
+/// A column heading that may wrap after `_` and `.`: summary keys such as
+/// `fallback_path_legacy_int` are long words, and a table of them would otherwise be wider than
+/// the page.
+pub fn heading(key: &str) -> String {
+    esc(key).replace('_', "_<wbr>").replace('.', ".<wbr>")
+}
+
+/// What a top-level summary key means, where its name alone does not say (`sim_time_ns` is
+/// simulated time, not the time the run took).
+fn describe(key: &str) -> Option<&'static str> {
+    match key {
+        "sim_time_ns" => Some("simulated time"),
+        "wall_s" => Some("wall-clock time"),
+        "events_per_s" => Some("events per wall-clock second"),
+        _ => None,
+    }
+}
 
 /// Where each optional series comes from, for the "not recorded" list.
 fn how_to_record(file: &str) -> &'static str {
@@ -137,11 +166,17 @@ fn is_flat(v: &Value) -> bool {
 fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
     let scalars: Vec<(&String, &Value)> = obj.iter().filter(|(_, v)| !v.is_object()).collect();
     if !scalars.is_empty() {
-        out.push_str("<table><tbody>\n");
+        out.push_str(TABLE_OPEN);
+        out.push_str("<tbody>\n");
         for (k, v) in scalars {
-            let _ = writeln!(out, "<tr><th>{}</th>{}</tr>", esc(k), cell(k, v));
+            let name = match describe(k).filter(|_| depth == 0) {
+                Some(d) => format!("{d} <span class=\"desc\">(<code>{}</code>)</span>", esc(k)),
+                None => esc(k),
+            };
+            let _ = writeln!(out, "<tr><th>{name}</th>{}</tr>", cell(k, v));
         }
-        out.push_str("</tbody></table>\n");
+        out.push_str("</tbody>");
+        out.push_str(TABLE_CLOSE);
     }
     // Matrices of flat sub-objects, grouped by their key list, in order of first appearance.
     type Rows<'a> = Vec<(&'a String, &'a Map<String, Value>)>;
@@ -158,9 +193,10 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
         if keys.is_empty() {
             continue;
         }
-        out.push_str("<table><thead><tr><th></th>");
+        out.push_str(TABLE_OPEN);
+        out.push_str("<thead><tr><th></th>");
         for k in &keys {
-            let _ = write!(out, "<th>{}</th>", esc(k));
+            let _ = write!(out, "<th>{}</th>", heading(k));
         }
         out.push_str("</tr></thead><tbody>\n");
         for (name, o) in rows {
@@ -169,16 +205,13 @@ fn render_object(out: &mut String, obj: &Map<String, Value>, depth: usize) {
                 // A column with its own unit, or a statistic's sample count (a count whatever its
                 // row measures), keeps its key; others take the row's unit.
                 let own_unit = ["_ns", "_bps", "_bytes", "_s"].iter().any(|s| k.ends_with(s));
-                let unit_key = if own_unit || is_count(k) {
-                    k.as_str()
-                } else {
-                    name.as_str()
-                };
+                let unit_key = if own_unit || is_count(k) { k.as_str() } else { name.as_str() };
                 out.push_str(&cell(unit_key, &o[k.as_str()]));
             }
             out.push_str("</tr>\n");
         }
-        out.push_str("</tbody></table>\n");
+        out.push_str("</tbody>");
+        out.push_str(TABLE_CLOSE);
     }
     let h = (depth + 3).min(6);
     for (k, v) in obj.iter().filter(|(_, v)| v.is_object() && !is_flat(v)) {
@@ -209,8 +242,9 @@ fn flows_table(out: &mut String, flows: &[Flow]) {
         r.retransmits += f.retransmits;
         r.timeouts += f.timeouts;
     }
+    out.push_str(TABLE_OPEN);
     out.push_str(
-        "<table><thead><tr><th>class</th><th>cc</th><th>flows</th><th>finished</th><th>unfinished</th>\
+        "<thead><tr><th>class</th><th>cc</th><th>flows</th><th>finished</th><th>unfinished</th>\
          <th>bytes (sized flows)</th><th>retransmits</th><th>timeouts</th></tr></thead><tbody>\n",
     );
     for (class, r) in rows {
@@ -229,7 +263,35 @@ fn flows_table(out: &mut String, flows: &[Flow]) {
             r.timeouts
         );
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody>");
+    out.push_str(TABLE_CLOSE);
+}
+
+/// A figure's `<img>`, embedded as a `data:` URL. Its alternative text is `title` (when not
+/// empty) and what each panel plots against what; `data-x-axis` / `data-y-axis` carry the axis
+/// titles as drawn (one per panel, joined by ` | `), so a reader without the image, or a test in a
+/// browser, can check them.
+pub fn img(title: &str, axes: &[Axes], png: &[u8]) -> String {
+    let against: Vec<String> = axes.iter().map(|a| format!("{} against {}", a.y, a.x)).collect();
+    let alt = if title.is_empty() { against.join("; ") } else { format!("{title}: {}", against.join("; ")) };
+    let join = |f: fn(&Axes) -> &str| axes.iter().map(f).collect::<Vec<_>>().join(" | ");
+    format!(
+        "<img alt=\"{}\" data-x-axis=\"{}\" data-y-axis=\"{}\" width=\"{}\" height=\"{}\" \
+         src=\"data:image/png;base64,{}\">",
+        esc(&alt),
+        esc(&join(|a| &a.x)),
+        esc(&join(|a| &a.y)),
+        png_size(png).0,
+        png_size(png).1,
+        base64::engine::general_purpose::STANDARD.encode(png)
+    )
+}
+
+/// Width and height of a PNG from its header (the page reserves the image's space before it
+/// decodes).
+fn png_size(png: &[u8]) -> (u32, u32) {
+    let be = |at: usize| png.get(at..at + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    (be(16), be(20))
 }
 
 /// The whole page.
@@ -258,15 +320,12 @@ pub fn render(inputs: &Inputs, figures: &[Figure], notes: &[String]) -> String {
     if figures.is_empty() {
         out.push_str("<p>Nothing in this run could be plotted.</p>\n");
     }
-    let b64 = base64::engine::general_purpose::STANDARD;
     for f in figures {
         let _ = write!(
             out,
-            "<figure id=\"{}\">\n<img alt=\"{}\" src=\"data:image/png;base64,{}\">\n<figcaption><b>{}.</b> {} \
-             (<code>{}</code>)</figcaption>\n</figure>\n",
+            "<figure id=\"{}\">\n{}\n<figcaption><b>{}.</b> {} (<code>{}</code>)</figcaption>\n</figure>\n",
             esc(f.file.trim_end_matches(".png")),
-            esc(&f.title),
-            b64.encode(&f.png),
+            img(&f.title, &f.axes, &f.png),
             esc(&f.title),
             esc(&f.caption),
             esc(f.file)

@@ -1,19 +1,39 @@
 //! The report's figures, drawn with plotters into RGB buffers and encoded as PNG.
 
-use super::inputs::{CwndSample, FctBucket, Flow, Inputs, PortUtilization, QueueSample, RequestSample, TelemetrySample};
+use super::inputs::{CwndSample, Flow, Inputs, PortUtilization, QueueSample, RequestSample, TelemetrySample};
 use anyhow::{anyhow, Result};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::collections::BTreeMap;
 use std::error::Error;
+use std::ops::Range;
 
-/// One drawn figure: its file name in the run directory, what it shows, and its PNG bytes.
+/// One drawn figure: its file name in the run directory, what it shows, the axis titles of each
+/// of its panels (as drawn, so the page can state them), and its PNG bytes.
 pub struct Figure {
     pub file: &'static str,
     pub title: String,
     pub caption: String,
+    pub axes: Vec<Axes>,
     pub png: Vec<u8>,
+}
+
+/// The titles of one panel's axes, each naming its quantity and unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axes {
+    pub x: String,
+    pub y: String,
+}
+
+impl Axes {
+    /// Axis titles from anything printable.
+    pub fn new(x: impl Into<String>, y: impl Into<String>) -> Axes {
+        Axes { x: x.into(), y: y.into() }
+    }
 }
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
@@ -103,7 +123,7 @@ fn bytes_label(v: f64) -> String {
 }
 
 /// A tick label without trailing zeros: 300, 2.5, 0.05.
-fn tick(v: &f64) -> String {
+pub(super) fn tick(v: &f64) -> String {
     let s = format!("{v:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
@@ -118,7 +138,7 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
     register_font()?;
     let mut figures = Vec::new();
     match slowdown_buckets(inputs) {
-        Some((buckets, source)) if !buckets.is_empty() => figures.push(slowdown_vs_size(&buckets, &source)?),
+        Some((series, source)) if !series.is_empty() => figures.push(slowdown_vs_size(&series, &source)?),
         Some(_) => notes.push("No finished flow has a size and a slowdown: slowdown vs flow size not drawn.".into()),
         None => {}
     }
@@ -148,11 +168,12 @@ pub fn draw_all(inputs: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Figure>>
     Ok(figures)
 }
 
-/// Renders `draw` into a PNG of `w` × `h` pixels.
+/// Renders `draw` into a PNG of `w` × `h` pixels; `axes` are the titles `draw` gives its panels.
 fn render(
     file: &'static str,
     title: String,
     caption: String,
+    axes: Vec<Axes>,
     (w, h): (u32, u32),
     draw: impl FnOnce(&Area) -> DrawResult,
 ) -> Result<Figure> {
@@ -164,7 +185,20 @@ fn render(
             .and_then(|_| root.present().map_err(Box::<dyn Error>::from))
             .map_err(|e| anyhow!("drawing {file}: {e}"))?;
     }
-    Ok(Figure { file, title, caption, png: encode_png(&rgb, w, h)? })
+    Ok(Figure { file, title, caption, axes, png: encode_png(&rgb, w, h)? })
+}
+
+/// Titles a chart's axes from `axes` in the report's text styles. Every chart is titled through
+/// here, so the titles a figure records are the ones its image shows.
+pub(super) fn titled<'m, 'a, 'b, X: Ranged, Y: Ranged>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, BitMapBackend<'a>>,
+    axes: &Axes,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, BitMapBackend<'a>> {
+    mesh.x_desc(axes.x.as_str())
+        .y_desc(axes.y.as_str())
+        .label_style((FONT_NAME, 14))
+        .axis_desc_style((FONT_NAME, 16))
+        .light_line_style(RGBColor(238, 238, 238))
 }
 
 pub(super) fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
@@ -193,57 +227,195 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Slowdown statistics of one class's flows in one size bucket.
+/// Slowdown statistics of the finished flows of one size bucket.
+#[derive(Debug)]
 struct Bucket {
-    class: String,
     /// Where the bucket sits on the size axis, in bytes.
     x: f64,
     p50: f64,
     p99: f64,
 }
 
-/// The slowdown buckets to plot and where they came from: fct_buckets.csv when the run wrote it,
-/// else quarter-decade size buckets over flows.csv. `None` when neither file exists.
-fn slowdown_buckets(inputs: &Inputs) -> Option<(Vec<Bucket>, String)> {
-    if let Some(rows) = &inputs.fct_buckets {
-        let buckets = rows.iter().filter_map(|r: &FctBucket| {
-            let (p50, p99) = (r.slowdown_p50?, r.slowdown_p99?);
-            let lo = r.bucket_lo_bytes.max(0.0);
-            let hi = r.bucket_hi_bytes.filter(|h| h.is_finite() && *h > lo);
-            let x = match hi {
-                Some(hi) if lo > 0.0 => (lo * hi).sqrt(),
-                Some(hi) => hi / 2.0,
-                None => lo * 2.0,
-            };
-            (r.count > 0 && x > 0.0 && p50.is_finite() && p99.is_finite()).then(|| Bucket {
-                class: r.class.clone(),
-                x,
-                p50,
-                p99: p99.max(p50),
-            })
-        });
-        return Some((buckets.collect(), "size buckets from fct_buckets.csv".into()));
-    }
-    let flows = inputs.flows.as_ref()?;
-    // (class, quarter-decade index) → slowdowns
-    let mut groups: BTreeMap<(String, i32), Vec<f64>> = BTreeMap::new();
-    for f in flows {
-        if let (Some(size), Some(s)) = (f.size_bytes, f.slowdown) {
-            if size >= 1.0 && size.is_finite() && s.is_finite() {
-                groups.entry((f.class.clone(), (size.log10() * 4.0).floor() as i32)).or_default().push(s);
+/// A class (or `all`) and its slowdown buckets in size order.
+type Slowdowns = (String, Vec<Bucket>);
+
+/// The grey of the line for every flow, drawn beside the classes' own.
+const ALL: RGBColor = RGBColor(70, 70, 70);
+
+/// The slowdown series to plot, each a class (or `all`) with its buckets in size order, and a
+/// sentence on where they came from; `None` when the run wrote neither flows.csv nor
+/// fct_buckets.csv.
+///
+/// From flows.csv, per class, quarter-decade size buckets (1 KB–1.78 KB, …), each placed at the
+/// median size of its flows: flows of one size make one point at that size, however many there
+/// are. Only without flows.csv does fct_buckets.csv serve: its rows are equal shares of flows and
+/// split one size over many rows, so each row is placed at the largest size it holds and rows
+/// ending at one size merge into one point. `all` is drawn only beside two or more classes: with
+/// one class it is the same line.
+fn slowdown_buckets(inputs: &Inputs) -> Option<(Vec<Slowdowns>, String)> {
+    let mut series: Vec<Slowdowns>;
+    let source;
+    if let Some(flows) = &inputs.flows {
+        // (class, quarter-decade) → (size, slowdown) of its finished flows
+        let mut groups: BTreeMap<(&str, i32), Vec<(f64, f64)>> = BTreeMap::new();
+        for f in flows {
+            if let (Some(size), Some(s)) = (f.size_bytes, f.slowdown) {
+                if size >= 1.0 && size.is_finite() && s.is_finite() {
+                    let decade = (size.log10() * 4.0).floor() as i32;
+                    groups.entry((&f.class, decade)).or_default().push((size, s));
+                    groups.entry(("", decade)).or_default().push((size, s));
+                }
             }
         }
+        series = Vec::new();
+        for ((class, _), mut v) in groups {
+            let mut sizes: Vec<f64> = v.iter().map(|p| p.0).collect();
+            sizes.sort_by(f64::total_cmp);
+            v.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let slowdowns: Vec<f64> = v.iter().map(|p| p.1).collect();
+            let b = Bucket {
+                x: percentile(&sizes, 0.5),
+                p50: percentile(&slowdowns, 0.5),
+                p99: percentile(&slowdowns, 0.99),
+            };
+            let name = if class.is_empty() { "all" } else { class };
+            match series.iter_mut().find(|(n, _)| n == name) {
+                Some((_, bs)) => bs.push(b),
+                None => series.push((name.to_string(), vec![b])),
+            }
+        }
+        // The key "" sorts first, so `all` leads.
+        source = "quarter-decade size buckets of flows.csv, each at the median size of its flows".to_string();
+    } else {
+        let rows = inputs.fct_buckets.as_ref()?;
+        // Per class: (bucket, flows in it, sum of p50 × flows), to merge rows of one size.
+        type Weighted = (Bucket, f64, f64);
+        let mut weighted: Vec<(String, Vec<Weighted>)> = Vec::new();
+        for r in rows {
+            let (Some(p50), Some(p99)) = (r.slowdown_p50, r.slowdown_p99) else { continue };
+            let lo = r.bucket_lo_bytes.max(0.0);
+            // A row holds sizes up to its upper edge; the open last row of explicit edges, sizes
+            // beyond its lower one.
+            let x = match r.bucket_hi_bytes.filter(|h| h.is_finite() && *h > 0.0) {
+                Some(hi) => hi,
+                None => lo * 2.0,
+            };
+            if r.count == 0 || x <= 0.0 || !p50.is_finite() || !p99.is_finite() {
+                continue;
+            }
+            let i = match weighted.iter().position(|(n, _)| *n == r.class) {
+                Some(i) => i,
+                None => {
+                    weighted.push((r.class.clone(), Vec::new()));
+                    weighted.len() - 1
+                }
+            };
+            weighted[i].1.push((Bucket { x, p50, p99: p99.max(p50) }, r.count as f64, p50 * r.count as f64));
+        }
+        series = Vec::new();
+        for (class, rows) in weighted {
+            let mut out: Vec<Weighted> = Vec::new();
+            for (b, n, sum) in rows {
+                match out.last_mut() {
+                    Some(last) if last.0.x == b.x => {
+                        last.0.p99 = last.0.p99.max(b.p99);
+                        last.1 += n;
+                        last.2 += sum;
+                        last.0.p50 = last.2 / last.1;
+                    }
+                    _ => out.push((b, n, sum)),
+                }
+            }
+            series.push((class, out.into_iter().map(|r| r.0).collect()));
+        }
+        source = "fct_buckets.csv, each row at the largest size it holds (rows ending at one size are merged: their \
+                  p50 is the flow-weighted mean, their p99 the largest)"
+            .to_string();
     }
-    let buckets = groups
-        .into_iter()
-        .map(|((class, i), mut v)| {
-            v.sort_by(f64::total_cmp);
-            Bucket { class, x: 10f64.powf((i as f64 + 0.5) / 4.0), p50: percentile(&v, 0.5), p99: percentile(&v, 0.99) }
-        })
-        .collect();
-    Some((buckets, "quarter-decade size buckets computed from flows.csv".into()))
+    series.retain(|(_, bs)| !bs.is_empty());
+    if series.iter().filter(|(n, _)| n != "all").count() < 2 {
+        series.retain(|(n, _)| n != "all");
+    }
+    Some((series, source))
 }
 
+fn slowdown_vs_size(series: &[Slowdowns], source: &str) -> Result<Figure> {
+    let all = || series.iter().flat_map(|(_, bs)| bs.iter());
+    let xmin = all().map(|b| b.x).fold(f64::INFINITY, f64::min);
+    let xmax = all().map(|b| b.x).fold(0.0, f64::max);
+    let ymax = all().map(|b| b.p99).fold(1.0, f64::max);
+    // Half a decade beyond the extreme points, so a single size sits mid-axis with ticks around it.
+    let (x0, x1) = (xmin / 10f64.sqrt(), xmax * 10f64.sqrt());
+    let caption = format!(
+        "Slowdown (FCT / ideal FCT) of finished flows by size, over {source}: the line is the median (p50), \
+         the shaded band (a whisker for a lone bucket) reaches the p99."
+    );
+    let axes = Axes::new("flow size (bytes, log scale)", "slowdown (FCT / ideal FCT)");
+    render(
+        "slowdown_vs_size.png",
+        "Slowdown vs flow size".into(),
+        caption,
+        vec![axes.clone()],
+        (WIDTH, HEIGHT),
+        |root| {
+            let mut chart = ChartBuilder::on(root)
+                .caption("Slowdown vs flow size", (FONT_NAME, 22))
+                .margin(14)
+                .x_label_area_size(50)
+                .y_label_area_size(70)
+                .build_cartesian_2d(TickAxis::log_sizes(x0..x1), 0.0..(ymax * 1.08).max(1.5))?;
+            titled(&mut chart.configure_mesh(), &axes).x_labels(12).y_label_formatter(&tick).draw()?;
+            let mut classes = 0;
+            for (name, bs) in series {
+                let c = if name == "all" {
+                    ALL
+                } else {
+                    classes += 1;
+                    color(classes - 1)
+                };
+                if bs.len() >= 2 {
+                    let mut band: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
+                    band.extend(bs.iter().rev().map(|b| (b.x, b.p99)));
+                    chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))?;
+                    let p99: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p99)).collect();
+                    chart.draw_series(segments(&p99, c.mix(0.5).stroke_width(1)))?;
+                } else {
+                    // One bucket: a whisker from its p50 to its p99.
+                    let b = &bs[0];
+                    whisker(&mut chart, b.x, (b.p50, b.p99), c.stroke_width(2))?;
+                }
+                let p50: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
+                chart.draw_series(segments(&p50, c.stroke_width(2)))?;
+                chart
+                    .draw_series(p50.iter().map(|&p| Circle::new(p, 4, c.filled())))?
+                    .label(format!("{name}: p50, to p99"))
+                    .legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + Rectangle::new([(0, -6), (22, 6)], c.mix(0.25).filled())
+                            + PathElement::new(vec![(0, 0), (22, 0)], c.stroke_width(2))
+                            + Circle::new((11, 0), 4, c.filled())
+                    });
+            }
+            legend(&mut chart)?;
+            Ok(())
+        },
+    )
+}
+
+/// Draws a vertical line at `x` from `lo` to `hi` with a 12-pixel cap at each end: a range about
+/// a figure (a confidence interval, or a median to its p99).
+pub(super) fn whisker<'a, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    x: f64,
+    (lo, hi): (f64, f64),
+    style: ShapeStyle,
+) -> DrawResult {
+    chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], style)))?;
+    chart.draw_series([lo, hi].map(|y| EmptyElement::at((x, y)) + PathElement::new(vec![(-6, 0), (6, 0)], style)))?;
+    Ok(())
+}
+
+/// Items grouped by class, classes in name order.
 fn by_class<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
     let mut map: BTreeMap<String, Vec<T>> = BTreeMap::new();
     for (k, v) in items {
@@ -252,54 +424,79 @@ fn by_class<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec
     map.into_iter().collect()
 }
 
-fn slowdown_vs_size(buckets: &[Bucket], source: &str) -> Result<Figure> {
-    let classes = by_class(buckets.iter().map(|b| (b.class.clone(), b)));
-    let xmin = buckets.iter().map(|b| b.x).fold(f64::INFINITY, f64::min);
-    let xmax = buckets.iter().map(|b| b.x).fold(0.0, f64::max);
-    let ymax = buckets.iter().map(|b| b.p99).fold(1.0, f64::max);
-    let caption = format!(
-        "Slowdown (FCT / ideal FCT) of finished flows by size, over {source}: the line is the median (p50), \
-         the shaded band reaches the p99."
-    );
-    render("slowdown_vs_size.png", "Slowdown vs flow size".into(), caption, (WIDTH, HEIGHT), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("Slowdown vs flow size", (FONT_NAME, 22))
-            .margin(14)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d((xmin / 1.6..xmax * 1.6).log_scale(), 0.0..(ymax * 1.08).max(1.5))?;
-        chart
-            .configure_mesh()
-            .x_desc("flow size (bytes, log scale)")
-            .y_desc("slowdown")
-            .x_label_formatter(&|x| bytes_label(*x))
-            .y_label_formatter(&tick)
-            .label_style((FONT_NAME, 14))
-            .axis_desc_style((FONT_NAME, 16))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()?;
-        for (i, (class, bs)) in classes.iter().enumerate() {
-            let c = color(i);
-            let mut band: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
-            band.extend(bs.iter().rev().map(|b| (b.x, b.p99)));
-            chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.2).filled())))?;
-            chart.draw_series(
-                bs.windows(2).map(|w| PathElement::new(vec![(w[0].x, w[0].p99), (w[1].x, w[1].p99)], c.mix(0.5))),
-            )?;
-            let p50: Vec<(f64, f64)> = bs.iter().map(|b| (b.x, b.p50)).collect();
-            chart.draw_series(p50.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
-            chart
-                .draw_series(segments(&p50, c.stroke_width(2)))?
-                .label(format!("{class} p50"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-            chart
-                .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())?
-                .label(format!("{class} p50–p99"))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], c.mix(0.3).filled()));
+/// An axis whose ticks sit exactly where the figure says, each with its own label: a sweep's
+/// grid values (numbers, or categories at 0, 1, …), or round sizes on a log size axis.
+pub(super) struct TickAxis {
+    pub labels: Vec<String>,
+    pub ticks: Vec<f64>,
+    pub range: Range<f64>,
+    pub log: bool,
+    /// The ticks are categories at 0, 1, … (bars), not numbers (points on a line).
+    pub categorical: bool,
+}
+
+impl TickAxis {
+    /// A log axis over `range` (bytes) with ticks at 1, 2 and 5 times each power of ten in it, or
+    /// only at the powers of ten when those would crowd the axis.
+    fn log_sizes(range: Range<f64>) -> TickAxis {
+        let (a, b) = (range.start.log10(), range.end.log10());
+        // Not at the very ends, where a label would run off the chart.
+        let inside = |t: &f64| ((t.log10() - a) / (b - a) - 0.5).abs() <= 0.48;
+        let mut ticks = Vec::new();
+        for mantissas in [&[1.0, 2.0, 5.0][..], &[1.0][..]] {
+            ticks.clear();
+            let mut decade = 10f64.powf(a.floor());
+            while decade <= range.end {
+                ticks.extend(mantissas.iter().map(|m| m * decade).filter(inside));
+                decade *= 10.0;
+            }
+            if ticks.len() <= 9 {
+                break;
+            }
         }
-        legend(&mut chart)?;
-        Ok(())
-    })
+        TickAxis {
+            labels: ticks.iter().map(|t| bytes_label(*t)).collect(),
+            ticks,
+            range,
+            log: true,
+            categorical: false,
+        }
+    }
+
+    fn scaled(&self, x: f64) -> f64 {
+        if self.log {
+            x.log10()
+        } else {
+            x
+        }
+    }
+}
+
+impl Ranged for TickAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let (a, b) = (self.scaled(self.range.start), self.scaled(self.range.end));
+        let t = (self.scaled(*value) - a) / (b - a);
+        limit.0 + ((limit.1 - limit.0) as f64 * t).round() as i32
+    }
+
+    /// The ticks; every k-th of them when fewer labels fit.
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        let step = self.ticks.len().div_ceil(hint.max_num_points().max(1)).max(1);
+        self.ticks.iter().step_by(step).copied().collect()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
+impl ValueFormatter<f64> for TickAxis {
+    fn format_ext(&self, value: &f64) -> String {
+        self.ticks.iter().position(|t| t == value).map(|i| self.labels[i].clone()).unwrap_or_default()
+    }
 }
 
 fn legend<'a, X: Ranged, Y: Ranged>(chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>) -> DrawResult {
@@ -329,7 +526,10 @@ fn fct_cdf(flows: &[Flow]) -> Result<Option<Figure>> {
 
 fn request_latency_cdf(requests: &[RequestSample]) -> Result<Option<Figure>> {
     let classes = by_class(
-        requests.iter().filter(|r| r.latency_ns.is_finite() && r.latency_ns > 0.0).map(|r| (r.class.clone(), r.latency_ns)),
+        requests
+            .iter()
+            .filter(|r| r.latency_ns.is_finite() && r.latency_ns > 0.0)
+            .map(|r| (r.class.clone(), r.latency_ns)),
     );
     let text = CdfText {
         file: "request_latency_cdf.png",
@@ -374,23 +574,15 @@ fn latency_cdf(classes: Vec<(String, Vec<f64>)>, text: &CdfText) -> Result<Optio
     let lo = curves.iter().map(|(_, p)| p[0].0).fold(f64::INFINITY, f64::min);
     let hi = curves.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(0.0, f64::max);
     let u = time_unit(hi);
-    render(text.file, text.title.into(), text.caption.into(), (WIDTH, HEIGHT), |root| {
+    let axes = Axes::new(format!("{} ({}, log scale)", text.x_desc, u.name), format!("fraction of {}", text.items));
+    render(text.file, text.title.into(), text.caption.into(), vec![axes.clone()], (WIDTH, HEIGHT), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(text.heading, (FONT_NAME, 22))
             .margin(14)
             .x_label_area_size(50)
             .y_label_area_size(70)
             .build_cartesian_2d((lo / u.div / 1.25..hi / u.div * 1.25).log_scale(), 0.0..1.0)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("{} ({}, log scale)", text.x_desc, u.name))
-            .y_desc(format!("fraction of {}", text.items))
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .label_style((FONT_NAME, 14))
-            .axis_desc_style((FONT_NAME, 16))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()?;
+        titled(&mut chart.configure_mesh(), &axes).x_label_formatter(&tick).y_label_formatter(&tick).draw()?;
         for (i, (label, pts)) in curves.iter().enumerate() {
             let c = color(i);
             let scaled: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x / u.div, y)).collect();
@@ -483,11 +675,22 @@ fn cap_series(mut groups: Vec<(String, Vec<(f64, f64)>)>, what: &str) -> (Vec<Se
     (series, note)
 }
 
-/// Draws lines over time into `area`: x in nanoseconds, y scaled by `yu`.
-/// `days` (ns) are shaded behind the lines: the circuit days of a reconfigurable network.
-fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Unit, days: &[(f64, f64)]) -> DrawResult {
+/// The time span of `series`, in ns.
+fn time_span(series: &[Series]) -> (f64, f64) {
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-    let (t0, t1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)))
+}
+
+/// The axis titles of a time panel of `series`, its values named `y_desc` in unit `yu`.
+fn time_axes(series: &[Series], y_desc: &str, yu: Unit) -> Axes {
+    Axes::new(format!("time ({})", time_unit(time_span(series).1).name), format!("{y_desc} ({})", yu.name))
+}
+
+/// Draws lines over time into `area`, titled by `axes` (from [`time_axes`]): x in nanoseconds,
+/// y scaled by `yu`. `days` (ns) are shaded behind the lines: the circuit days of a
+/// reconfigurable network.
+fn time_panel(area: &Area, title: &str, axes: &Axes, series: &[Series], yu: Unit, days: &[(f64, f64)]) -> DrawResult {
+    let (t0, t1) = time_span(series);
     let ymax = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let ymin = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::min);
     let xu = time_unit(t1);
@@ -505,16 +708,7 @@ fn time_panel(area: &Area, title: &str, y_desc: &str, series: &[Series], yu: Uni
         .x_label_area_size(45)
         .y_label_area_size(75)
         .build_cartesian_2d(x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("time ({})", xu.name))
-        .y_desc(format!("{y_desc} ({})", yu.name))
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
-        .label_style((FONT_NAME, 14))
-        .axis_desc_style((FONT_NAME, 16))
-        .light_line_style(RGBColor(238, 238, 238))
-        .draw()?;
+    titled(&mut chart.configure_mesh(), axes).x_label_formatter(&tick).y_label_formatter(&tick).draw()?;
     let shown = days.iter().map(|&(a, b)| (a / xu.div, b / xu.div)).filter(|&(a, b)| b > x0 && a < x1);
     chart.draw_series(shown.map(|(a, b)| Rectangle::new([(a.max(x0), y0), (b.min(x1), y1)], DAY.filled())))?;
     for s in series {
@@ -566,8 +760,9 @@ fn queue_depth(samples: &[QueueSample], days: &[(f64, f64)]) -> Result<Option<Fi
     let peak = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let yu = byte_unit(peak);
     let caption = format!("Queue depth sampled at switch ports, from queues.csv. {note}{}", days_note(days));
-    render("queue_depth.png", "Queue depth over time".into(), caption, (WIDTH, HEIGHT), |root| {
-        time_panel(root, "Queue depth", "queue depth", &series, yu, days)
+    let axes = time_axes(&series, "queue depth", yu);
+    render("queue_depth.png", "Queue depth over time".into(), caption, vec![axes.clone()], (WIDTH, HEIGHT), |root| {
+        time_panel(root, "Queue depth", &axes, &series, yu, days)
     })
     .map(Some)
 }
@@ -585,18 +780,16 @@ fn cwnd(samples: &[CwndSample], days: &[(f64, f64)]) -> Result<Option<Figure>> {
     let peak = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let yu = byte_unit(peak);
     let caption = format!("Congestion window sampled per flow, from cwnd.csv. {note}{}", days_note(days));
-    render("cwnd.png", "Congestion window over time".into(), caption, (WIDTH, HEIGHT), |root| {
-        time_panel(root, "Congestion window", "cwnd", &series, yu, days)
+    let axes = time_axes(&series, "cwnd", yu);
+    render("cwnd.png", "Congestion window over time".into(), caption, vec![axes.clone()], (WIDTH, HEIGHT), |root| {
+        time_panel(root, "Congestion window", &axes, &series, yu, days)
     })
     .map(Some)
 }
 
 fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
-    let mut rows: Vec<(String, f64, f64)> = ports
-        .iter()
-        .filter(|p| p.utilization.is_finite())
-        .map(|p| (p.label(), p.utilization, p.tx_bytes))
-        .collect();
+    let mut rows: Vec<(String, f64, f64)> =
+        ports.iter().filter(|p| p.utilization.is_finite()).map(|p| (p.label(), p.utilization, p.tx_bytes)).collect();
     if rows.is_empty() {
         return Ok(None);
     }
@@ -616,7 +809,8 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
     let n = rows.len();
     let xmax = rows.iter().map(|r| r.1 * 100.0).fold(100.0, f64::max) * 1.12;
     let height = (110 + 26 * n as u32).max(260);
-    render("utilization.png", "Per-port utilization".into(), caption, (WIDTH, height), |root| {
+    let axes = Axes::new("utilization (% of line rate)", "port");
+    render("utilization.png", "Per-port utilization".into(), caption, vec![axes.clone()], (WIDTH, height), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption("Per-port utilization", (FONT_NAME, 22))
             .margin(14)
@@ -625,8 +819,7 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
             // An integer range includes its end: 0..n - 1 gives the n segments 0, …, n - 1 (one spare
             // segment when n = 1, since plotters needs a non-empty range).
             .build_cartesian_2d(0.0..xmax, (0..(n as i32 - 1).max(1)).into_segmented())?;
-        chart
-            .configure_mesh()
+        titled(&mut chart.configure_mesh(), &axes)
             .disable_y_mesh()
             .y_labels(n)
             // The busiest port on top: row i sits in segment n - 1 - i.
@@ -634,11 +827,8 @@ fn utilization(ports: &[PortUtilization]) -> Result<Option<Figure>> {
                 SegmentValue::CenterOf(j) if (0..n as i32).contains(j) => rows[n - 1 - *j as usize].0.clone(),
                 _ => String::new(),
             })
-            .x_desc("utilization (% of line rate)")
             .x_label_formatter(&tick)
             .label_style((FONT_NAME, 13))
-            .axis_desc_style((FONT_NAME, 16))
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()?;
         let seg = |i: usize| (n - 1 - i) as i32;
         chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
@@ -693,7 +883,7 @@ fn telemetry(samples: &[TelemetrySample]) -> Result<Option<Figure>> {
         if notes.is_empty() {
             notes.push(note);
         }
-        panels.push((title, y_desc, series, unit));
+        panels.push((title, time_axes(&series, y_desc, unit), series, unit));
     }
     if panels.is_empty() {
         return Ok(None);
@@ -701,10 +891,11 @@ fn telemetry(samples: &[TelemetrySample]) -> Result<Option<Figure>> {
     let caption =
         format!("TCP-INT telemetry as senders saw it, from telemetry.csv, one panel per signal. {}", notes.join(" "));
     let height = 300 * panels.len() as u32;
-    render("telemetry.png", "Telemetry over time".into(), caption, (WIDTH, height), |root| {
+    let axes = panels.iter().map(|p| p.1.clone()).collect();
+    render("telemetry.png", "Telemetry over time".into(), caption, axes, (WIDTH, height), |root| {
         let areas = root.split_evenly((panels.len(), 1));
-        for (area, (title, y_desc, series, unit)) in areas.iter().zip(&panels) {
-            time_panel(area, title, y_desc, series, *unit, &[])?;
+        for (area, (title, axes, series, unit)) in areas.iter().zip(&panels) {
+            time_panel(area, title, axes, series, *unit, &[])?;
         }
         Ok(())
     })
@@ -724,13 +915,23 @@ mod tests {
             bytes: 1.0,
             link: link.map(String::from),
         };
-        let groups = queue_groups(&[sample("sw0", "2", Some("sw0->h2")), sample("sw1", "0", Some("sw1->sw0")), sample("sw0", "2", Some("sw0->h2"))]);
+        let groups = queue_groups(&[
+            sample("sw0", "2", Some("sw0->h2")),
+            sample("sw1", "0", Some("sw1->sw0")),
+            sample("sw0", "2", Some("sw0->h2")),
+        ]);
         let names: Vec<&str> = groups.iter().map(|g| g.0.as_str()).collect();
         assert_eq!(names, ["sw0->h2", "sw1->sw0"]);
         assert_eq!(groups[0].1.len(), 2);
         // Files written before ports had names still get a legend.
         assert_eq!(queue_groups(&[sample("sw0", "2", None)])[0].0, "sw0 port 2");
-        let u = PortUtilization { node: "h3".into(), port: "0".into(), tx_bytes: 1.0, utilization: 0.5, link: Some("h3->sw1".into()) };
+        let u = PortUtilization {
+            node: "h3".into(),
+            port: "0".into(),
+            tx_bytes: 1.0,
+            utilization: 0.5,
+            link: Some("h3->sw1".into()),
+        };
         assert_eq!(u.label(), "h3->sw1");
     }
 
@@ -758,6 +959,74 @@ mod tests {
         assert_eq!(others.label, "max of 4 others");
         assert_eq!(others.points, vec![(0.0, 11.0), (1.0, 84.0)]);
         assert!(note.contains("other 4"), "{note}");
+    }
+
+    /// Each bucket's (size, p50, p99).
+    type Points = Vec<(f64, f64, f64)>;
+
+    /// The slowdown series of a run directory holding `files` (name, contents).
+    fn slowdown_series(files: &[(&str, String)]) -> Vec<(String, Points)> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let (series, _) = slowdown_buckets(&Inputs::load(dir.path()).unwrap()).unwrap();
+        series.into_iter().map(|(name, bs)| (name, bs.iter().map(|b| (b.x, b.p50, b.p99)).collect())).collect()
+    }
+
+    /// flows.csv with one finished flow per (class, size, slowdown).
+    fn flows_csv(flows: &[(&str, u64, f64)]) -> String {
+        let mut text = String::from(
+            "id,src,dst,class,cc,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,retransmits,timeouts\n",
+        );
+        for (i, (class, size, slowdown)) in flows.iter().enumerate() {
+            text += &format!("{i},0,1,{class},dctcp,{size},0,{f},{f},1000,{slowdown},0,0\n", f = 1000.0 * slowdown);
+        }
+        text
+    }
+
+    #[test]
+    fn flows_of_one_size_are_one_point_at_that_size_and_one_class_is_drawn_once() {
+        // An incast: 100 flows of 64 KB, slowdowns 1.01 … 2.00.
+        let incast: Vec<(&str, u64, f64)> = (1..=100).map(|i| ("default", 64_000, 1.0 + i as f64 / 100.0)).collect();
+        let series = slowdown_series(&[("flows.csv", flows_csv(&incast))]);
+        assert_eq!(series, [("default".to_string(), vec![(64_000.0, 1.5, 1.99)])]);
+
+        // Two classes: `all` leads, then each class; a class's buckets sit at its flows' median size.
+        let mut two = vec![("a", 1_000, 1.0), ("a", 1_200, 3.0), ("a", 1_500, 2.0), ("b", 1_000_000, 4.0)];
+        two.push(("b", 1_100_000, 5.0));
+        let series = slowdown_series(&[("flows.csv", flows_csv(&two))]);
+        let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, ["all", "a", "b"]);
+        assert_eq!(series[1].1, [(1_200.0, 2.0, 3.0)]);
+        assert_eq!(series[0].1.len(), 2, "{series:?}");
+
+        // Without flows.csv, fct_buckets.csv's equal shares of one size merge into one point; its
+        // `all` rows repeat the one class and are not drawn.
+        let head = "class,bucket_lo_bytes,bucket_hi_bytes,count,fct_mean_ns,fct_p50_ns,fct_p99_ns,slowdown_mean,\
+                    slowdown_p50,slowdown_p95,slowdown_p99,slowdown_p999\n";
+        let mut buckets = String::from(head);
+        for class in ["all", "default"] {
+            buckets += &format!("{class},0,64000,30,1,1,1,1,1.2,1,1.5,1\n{class},64000,64000,10,1,1,1,1,2.0,1,4.0,1\n");
+        }
+        let series = slowdown_series(&[("fct_buckets.csv", buckets)]);
+        assert_eq!(series, [("default".to_string(), vec![(64_000.0, 1.4, 4.0)])]);
+    }
+
+    #[test]
+    fn size_ticks_are_round_and_never_crowd_the_axis() {
+        let mapped = |a: &TickAxis| a.ticks.iter().map(|t| a.map(t, (0, 860))).collect::<Vec<_>>();
+        // One size, 64 KB, half a decade either side.
+        let one = TickAxis::log_sizes(64_000.0 / 10f64.sqrt()..64_000.0 * 10f64.sqrt());
+        assert_eq!(one.labels, ["50 KB", "100 KB"]);
+        // Sizes from 100 B to 10 MB: only powers of ten fit.
+        let wide = TickAxis::log_sizes(50.0..20e6);
+        assert_eq!(wide.labels, ["100 B", "1 KB", "10 KB", "100 KB", "1 MB", "10 MB"]);
+        for axis in [&one, &wide, &TickAxis::log_sizes(900.0..40_000.0)] {
+            let px = mapped(axis);
+            assert!(px.windows(2).all(|w| w[1] - w[0] >= 60), "{:?} at {px:?}", axis.labels);
+            assert!(px.iter().all(|&x| (10..=850).contains(&x)), "{:?} at {px:?}", axis.labels);
+        }
     }
 
     #[test]
