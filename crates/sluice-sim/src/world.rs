@@ -562,34 +562,38 @@ impl World {
     /// bytes for the record), then the applications' and the flow table's (delivery, the proxy,
     /// a transaction's answer, completion), then the host's last share (release, waking NICs).
     fn carry_out(&mut self, c: Option<Carry>, now: Time) {
-        let Some(mut c) = c else { return };
+        let Some(c) = c else { return };
         let (f, h) = (c.flow, c.host);
-        self.hosts.take_report(&mut c, &mut stack!(self, now));
-        if c.io.delivered.is_some() {
+        self.hosts.take_report(c, &mut stack!(self, now));
+        let report = self.hosts.report();
+        let (delivered, response, completed) = (report.delivered.is_some(), report.response, report.completed);
+        if delivered {
             if let Some((a, io)) = self.runtime.delivered(&mut self.flows[f as usize], now) {
                 self.apply_app_io(a, io, now);
             }
         }
         if self.flows[f as usize].relay.is_some() {
+            // The proxy may open the backend connection, whose report comes in between.
+            let outer = self.hosts.set_aside();
             self.relay_step(f, h, now);
+            self.hosts.restore(outer);
         }
         // Only a flow that expects a response (a transaction) takes the server's FIN as one: the
         // backend's FIN on a proxy's relayed connection is not a second completion.
-        if c.io.response && self.flows[f as usize].response.is_some() {
+        if response && self.flows[f as usize].response.is_some() {
             if let Some((a, io)) = self.runtime.answered(&mut self.flows[f as usize], now) {
                 self.apply_app_io(a, io, now);
             }
         }
         let flow = &mut self.flows[f as usize];
-        if c.io.completed && flow.finish.is_none() {
+        if completed && flow.finish.is_none() {
             flow.finish = Some(now);
             if flow.size.is_some() && !flow.transport.as_ref().is_some_and(Transport::is_persistent) {
                 self.unfinished -= 1;
             }
             self.stop_if_done();
         }
-        self.hosts.settle(&mut c, &mut stack!(self, now));
-        self.hosts.give_back(c.io);
+        self.hosts.settle(c, &mut stack!(self, now));
     }
 
     /// A packet reaches host `h` (a packet ahead of its flow's start finds the server listening).

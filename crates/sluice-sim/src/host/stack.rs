@@ -1,8 +1,9 @@
 //! Every host's stack as an element: what its NIC and kernel do with a packet that arrives, a
 //! connection timer that fires, a CPU core that finishes a job, an offload tick; and the host's
 //! share of carrying out what a transport reported. What concerns applications and the run's
-//! flow table the host hands back as a [`Carry`], which the world takes to the workload runtime
-//! between [`Hosts::take_report`] and [`Hosts::settle`].
+//! flow table the host hands back as a [`Carry`] (the report itself stays in [`Hosts::report`],
+//! so a packet moves no record around), which the world takes to the workload runtime between
+//! [`Hosts::take_report`] and [`Hosts::settle`].
 
 use super::cpu::{Cpu, Cycles, Op};
 use super::nic::Nic;
@@ -32,14 +33,14 @@ pub struct Stack<'a> {
     pub cx: Cx<'a>,
 }
 
-/// A transport's report that the world carries on with: `io` of flow `flow` at host `host`.
+/// A transport's report that the world carries on with: flow `flow`'s, at host `host` (the
+/// report is [`Hosts::report`]).
+#[derive(Clone, Copy, Debug)]
 pub struct Carry {
     /// The flow.
     pub flow: u32,
     /// The host whose stack reported.
     pub host: u32,
-    /// What the transport reported.
-    pub io: Io,
 }
 
 /// What a packet arriving at a host came to.
@@ -61,7 +62,7 @@ pub struct Hosts {
     pub offloads: Vec<Option<Box<Offload>>>,
     /// TCP-INT echoes senders decoded.
     pub telemetry: TelemetryLog,
-    /// The transports' reused report, so a packet allocates nothing.
+    /// The current report of a transport, reused so a packet allocates nothing.
     io: Io,
     /// Segment size, for a proxy's per-segment relay cost.
     mss: u64,
@@ -73,18 +74,25 @@ impl Hosts {
         Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), telemetry, io: Io::default(), mss }
     }
 
-    /// A report's record back for reuse.
-    pub fn give_back(&mut self, io: Io) {
+    /// What the transport of the last [`Carry`] reported.
+    #[inline]
+    pub fn report(&self) -> &Io {
+        &self.io
+    }
+
+    /// Takes the current report out while another transport reports (a proxy opening a backend
+    /// connection in the middle of carrying out the client's report).
+    pub fn set_aside(&mut self) -> Io {
+        std::mem::take(&mut self.io)
+    }
+
+    /// Puts back a report [`Self::set_aside`] took.
+    pub fn restore(&mut self, io: Io) {
         self.io = io;
     }
 
-    fn take_io(&mut self) -> Io {
-        let mut io = std::mem::take(&mut self.io);
-        io.reset();
-        io
-    }
-
     /// A packet reaches host `h`: its NIC's offload relays it, or its stack takes it.
+    #[inline]
     pub fn receive(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Arrival {
         s.cx.counters.packets_delivered += 1;
         let capture = s.cx.capture.is_some();
@@ -97,6 +105,7 @@ impl Hosts {
     }
 
     /// The stack of host `h` (its NIC's offload first) takes a packet.
+    #[inline]
     pub fn stack_rx(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Option<Carry> {
         let f = pkt.flow;
         let flow = &mut s.flows[f as usize];
@@ -106,26 +115,28 @@ impl Hosts {
             s.cx.release(&pkt);
             return None;
         }
-        let mut io = self.take_io();
-        if side == Side::Server && self.nic_takes(h, f, &pkt, &mut io, s) {
-            return Some(Carry { flow: f, host: h, io });
+        self.io.reset();
+        if side == Side::Server && nic_takes(&mut self.offloads, h, f, &pkt, &mut self.io, s) {
+            return Some(Carry { flow: f, host: h });
         }
         let t = s.flows[f as usize].transport.as_mut().expect("checked above");
-        t.on_packet(side, &pkt, &mut io, &mut s.cx);
-        self.after_stack(h, f, true, io, s)
+        t.on_packet(side, &pkt, &mut self.io, &mut s.cx);
+        self.after_stack(h, f, true, s)
     }
 
     /// What the stack did with a packet (`rx`) or a timer is reported now, or, on a host with a
     /// modelled CPU, when the core its flow maps to has done the work. A close the application
     /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
     /// or not the NIC's table has room).
-    fn after_stack(&mut self, h: u32, f: u32, rx: bool, io: Io, s: &mut Stack) -> Option<Carry> {
+    #[inline]
+    fn after_stack(&mut self, h: u32, f: u32, rx: bool, s: &mut Stack) -> Option<Carry> {
         match self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) {
             None => {
-                self.offload_close(h, f, &io, s);
-                Some(Carry { flow: f, host: h, io })
+                self.offload_close(h, f, s);
+                Some(Carry { flow: f, host: h })
             }
             Some(cpu) => {
+                let io = std::mem::take(&mut self.io);
                 let hand_over = io.work.answered && self.offloads.get(h as usize).and_then(Option::as_ref).is_some_and(|o| o.teardown);
                 let mut cycles = cpu.costs.of(rx, &io, hand_over);
                 if let Some(&RelayEnd::Front { relay, .. }) = s.flows[f as usize].relay.as_deref() {
@@ -149,26 +160,25 @@ impl Hosts {
     pub fn cpu_done(&mut self, h: u32, core: usize, s: &mut Stack) -> Option<Carry> {
         let cpu = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
         let job = cpu.finish(core, &mut s.cx)?;
-        self.offload_close(h, job.flow, &job.io, s);
-        Some(Carry { flow: job.flow, host: h, io: job.io })
+        self.io = job.io;
+        self.offload_close(h, job.flow, s);
+        Some(Carry { flow: job.flow, host: h })
     }
 
     /// Lets flow `f`'s transport act (`act`) and returns its report, at the flow's server (whose
     /// host sends a timer's replies: the delayed ACK, the FIN), or nothing if the connection is
     /// gone.
     pub fn with_transport(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
-        let io = self.act(f, s, act)?;
-        Some(Carry { flow: f, host: s.flows[f as usize].dst, io })
+        self.act(f, s, act).then(|| Carry { flow: f, host: s.flows[f as usize].dst })
     }
 
-    /// Lets flow `f`'s transport act and returns what it reported, or nothing if the connection
-    /// is gone.
-    pub fn act(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Io> {
-        let t = s.flows[f as usize].transport.as_mut()?;
-        let mut io = std::mem::take(&mut self.io);
-        io.reset();
-        act(t, &mut io, &mut s.cx);
-        Some(io)
+    /// Lets flow `f`'s transport act, its report in [`Self::report`]; false if the connection is
+    /// gone.
+    fn act(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> bool {
+        let Some(t) = s.flows[f as usize].transport.as_mut() else { return false };
+        self.io.reset();
+        act(t, &mut self.io, &mut s.cx);
+        true
     }
 
     /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
@@ -179,36 +189,23 @@ impl Hosts {
         if !(server_timer && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
             return self.with_transport(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
         }
-        let io = self.act(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx))?;
-        if io.replies.is_empty() && !io.closed {
-            // A stale or rescheduled timer: no work.
-            self.io = io;
+        if !self.act(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx)) || (self.io.replies.is_empty() && !self.io.closed) {
+            // Gone, or a stale or rescheduled timer: no work.
             return None;
         }
-        self.after_stack(dst, f, false, io, s)
+        self.after_stack(dst, f, false, s)
     }
 
-    /// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true
-    /// if it consumed it.
-    fn nic_takes(&mut self, h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
-        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
-        let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
-        let consumed = off.on_segment(conn, pkt, io, s.cx.now);
-        if consumed {
-            s.cx.release(pkt);
-        }
-        consumed
-    }
-
-    /// If flow `f`'s server application closed (its FIN in `io`), host `h`'s NIC may take the
-    /// close over.
-    fn offload_close(&mut self, h: u32, f: u32, io: &Io, s: &mut Stack) {
-        if !io.work.answered {
+    /// If flow `f`'s server application closed (its FIN in the report), host `h`'s NIC may take
+    /// the close over.
+    #[inline]
+    fn offload_close(&mut self, h: u32, f: u32, s: &mut Stack) {
+        if !self.io.work.answered {
             return;
         }
         let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
         let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
-        if let Some(at) = off.hand_over(conn, f, &io.replies, s.cx.now) {
+        if let Some(at) = off.hand_over(conn, f, &self.io.replies, s.cx.now) {
             s.cx.schedule(at, Event::NicTick(h));
         }
     }
@@ -233,23 +230,23 @@ impl Hosts {
     /// Host `h`'s NIC gave up on flow `f`'s close: the connection ends.
     #[cold]
     pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut Stack) -> Carry {
-        let mut io = self.take_io();
+        self.io.reset();
         if let Some(c) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
-            c.nic_closed(&mut io);
+            c.nic_closed(&mut self.io);
         }
-        Carry { flow: f, host: h, io }
+        Carry { flow: f, host: h }
     }
 
     /// The end `side` of spliced flow `f` at host `h` is closed: the NIC saw the close go
     /// through end to end.
     #[cold]
     pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut Stack) -> Option<Carry> {
-        let io = self.act(f, s, |t, io, _| {
+        let acted = self.act(f, s, |t, io, _| {
             if let Some(c) = t.tcp_mut() {
                 c.spliced_closed(side, io);
             }
-        })?;
-        Some(Carry { flow: f, host: h, io })
+        });
+        acted.then_some(Carry { flow: f, host: h })
     }
 
     /// Host `h`'s CPU, where modelled, pays for handing a spliced pair over to or back from its
@@ -321,8 +318,9 @@ impl Hosts {
 
     /// The host's first share of carrying out `c`: replies to its NIC, a TCP-INT echo to the
     /// telemetry log, delivered bytes to the flow's record.
-    pub fn take_report(&mut self, c: &mut Carry, s: &mut Stack) {
-        let (f, io) = (c.flow, &mut c.io);
+    #[inline]
+    pub fn take_report(&mut self, c: Carry, s: &mut Stack) {
+        let (f, io) = (c.flow, &mut self.io);
         if !io.replies.is_empty() {
             self.nics[c.host as usize].ctrl.extend(io.replies.drain(..));
         }
@@ -342,8 +340,9 @@ impl Hosts {
     /// The host's last share of carrying out `c`, after the applications heard: release a closed
     /// connection, let a client with an interim response write the rest, wake the client's NIC,
     /// and let this host's NIC send.
-    pub fn settle(&mut self, c: &mut Carry, s: &mut Stack) {
-        let (h, io) = (c.host, &mut c.io);
+    #[inline]
+    pub fn settle(&mut self, c: Carry, s: &mut Stack) {
+        let (h, io) = (c.host, &mut self.io);
         let flow = &mut s.flows[c.flow as usize];
         if io.closed {
             flow.release();
@@ -364,4 +363,17 @@ impl Hosts {
         }
         self.nic_send(h, s);
     }
+}
+
+/// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true if it
+/// consumed it (its answer in `io`).
+#[inline]
+fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
+    let Some(off) = offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
+    let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
+    let consumed = off.on_segment(conn, pkt, io, s.cx.now);
+    if consumed {
+        s.cx.release(pkt);
+    }
+    consumed
 }
