@@ -178,7 +178,7 @@ impl Transport {
     pub fn congestion(&self) -> (&Window, &dyn CongestionControl) {
         match self {
             Transport::Tcp(c) => (&c.sender.win, c.sender.cc.as_ref()),
-            Transport::Rdma(q) => (&q.win, q.cc.as_ref()),
+            Transport::Rdma(q) => (&q.requester.win, q.requester.cc.as_ref()),
         }
     }
 
@@ -186,7 +186,7 @@ impl Transport {
     pub fn cc_mut(&mut self) -> &mut Box<dyn CongestionControl> {
         match self {
             Transport::Tcp(c) => &mut c.sender.cc,
-            Transport::Rdma(q) => &mut q.cc,
+            Transport::Rdma(q) => &mut q.requester.cc,
         }
     }
 
@@ -199,7 +199,7 @@ impl Transport {
     pub fn retransmits(&self) -> u64 {
         match self {
             Transport::Tcp(c) => c.sender.retransmits,
-            Transport::Rdma(q) => q.retransmits,
+            Transport::Rdma(q) => q.requester.retransmits,
         }
     }
 
@@ -207,7 +207,7 @@ impl Transport {
     pub fn timeouts(&self) -> &[TimeoutRecord] {
         match self {
             Transport::Tcp(c) => &c.sender.timeouts,
-            Transport::Rdma(q) => &q.timeouts,
+            Transport::Rdma(q) => &q.requester.timeouts,
         }
     }
 

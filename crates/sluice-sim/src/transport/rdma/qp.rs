@@ -1,6 +1,9 @@
-//! One reliable-connected queue pair with both of its ends: the requester's NIC, which cuts the
-//! flow into MTU packets, paces them at the congestion controller's rate and repairs losses, and
-//! the responder's NIC, which acknowledges, NACKs what is out of order and sends CNPs.
+//! One reliable-connected queue pair as its two ends, which meet only through packets: the
+//! [`Requester`] (the sending NIC), which cuts the flow into MTU packets, paces them at the
+//! congestion controller's rate and repairs losses, and the [`Responder`] (the receiving NIC),
+//! which acknowledges, NACKs what is out of order and sends CNPs. The requester flags each
+//! message's last packet (`flags::FIN`, the "last" of RoCE's opcodes), which is how the responder
+//! knows a message ended.
 //!
 //! Sequence numbers are byte offsets (packet `i` carries bytes `i x mtu ..`), so a PSN is
 //! `seq / mtu`. The requester's rate is the algorithm's pacing rate (line rate when it sets
@@ -75,24 +78,17 @@ enum Marking {
     Window(TltSender),
 }
 
-/// A RoCEv2 reliable-connected queue pair.
-pub struct QueuePair {
+/// The sending end of a queue pair.
+pub struct Requester {
     route: Route,
     recovery: Recovery,
     mtu: u64,
     /// Bytes the flow sends (`u64::MAX` for an endless flow).
     size: u64,
     frame_overhead: u32,
-    ack_frame: u32,
-    ack_interval: u32,
-    cnp: CnpMode,
-    cnp_interval: Time,
-    /// Priority of ACKs, NACKs and CNPs.
-    control_prio: u8,
     rto_high: Time,
     rto_low: Time,
     rto_low_packets: u64,
-    nack_interval: Time,
     /// IRN's cap on packets in flight.
     irn_cap: u64,
     line_rate: Rate,
@@ -102,7 +98,6 @@ pub struct QueuePair {
     pub cc: Box<dyn CongestionControl>,
     ecn_mode: EcnMode,
     hop_records: bool,
-    // ---- requester ----
     una: u64,
     /// Next byte to send; go-back-N moves it back.
     nxt: u64,
@@ -128,8 +123,28 @@ pub struct QueuePair {
     /// Retransmission timeouts, in order.
     pub timeouts: Vec<TimeoutRecord>,
     last_tx: Time,
-    // ---- responder ----
+}
+
+/// The receiving end of a queue pair.
+pub struct Responder {
+    route: Route,
+    recovery: Recovery,
+    ack_frame: u32,
+    ack_interval: u32,
+    cnp: CnpMode,
+    cnp_interval: Time,
+    /// Priority of ACKs, NACKs and CNPs.
+    control_prio: u8,
+    nack_interval: Time,
+    /// How the requester's algorithm takes CE marks: CNPs or per-packet echoes.
+    ecn_mode: EcnMode,
+    /// TLT is on: ACKs, NACKs and CNPs are control packets.
+    tlt: bool,
+    /// TLT marks by window: an important packet's ACK or NACK is its echo.
+    echoes: bool,
     rcv_nxt: u64,
+    /// The end of the last message whose last packet arrived.
+    msg_end: u64,
     /// IRN: out-of-order bytes the responder holds.
     ooo: RangeSet,
     unacked: u32,
@@ -141,6 +156,14 @@ pub struct QueuePair {
     hops_held: Option<HopIdx>,
     /// CNPs the responder sent (with `every_ack`, ACKs that carried the CNP flag).
     pub cnps: u64,
+}
+
+/// A RoCEv2 reliable-connected queue pair: its two ends.
+pub struct QueuePair {
+    /// The sending end.
+    pub requester: Requester,
+    /// The receiving end.
+    pub responder: Responder,
 }
 
 impl QueuePair {
@@ -163,27 +186,28 @@ impl QueuePair {
         cc.init(&mut win);
         let hop_records = cc.needs_hop_records();
         let extra = if hop_records { HEADER_BYTES } else { 0 };
-        QueuePair {
+        let ecn_mode = cc.ecn_mode();
+        let marking = tlt.map(|t| match (t.marking, cfg.recovery) {
+            (TltMarking::Window, _) | (TltMarking::Auto, Recovery::Irn | Recovery::Sack) => {
+                let mut w = TltSender::default();
+                w.mark_next();
+                Marking::Window(w)
+            }
+            _ => Marking::Rate(RateMarking { every: t.every, ..RateMarking::default() }),
+        });
+        let echoes = matches!(marking, Some(Marking::Window(_)));
+        let requester = Requester {
             route,
             recovery: cfg.recovery,
             mtu,
             size: size.unwrap_or(u64::MAX),
             frame_overhead: cfg.frame(0) + extra,
-            ack_frame: cfg.ack_frame() + extra,
-            ack_interval: cfg.ack_interval,
-            cnp: nic.cnp,
-            cnp_interval: cfg.cnp_interval,
-            control_prio: match nic.ack_priority {
-                AckPriority::Data => route.prio,
-                AckPriority::Control => CONTROL_PRIO,
-            },
             rto_high: cfg.rto(),
             rto_low: cfg.rto_low,
             rto_low_packets: cfg.rto_low_packets as u64,
-            nack_interval: cfg.nack_interval,
             irn_cap: cfg.irn_window.map_or(bdp.div_ceil(mtu).max(1), u64::from),
             line_rate,
-            ecn_mode: cc.ecn_mode(),
+            ecn_mode,
             win,
             cc,
             hop_records,
@@ -200,18 +224,28 @@ impl QueuePair {
             delivered: 0,
             done: false,
             persistent: false,
-            tlt: tlt.map(|t| match (t.marking, cfg.recovery) {
-                (TltMarking::Window, _) | (TltMarking::Auto, Recovery::Irn | Recovery::Sack) => {
-                    let mut w = TltSender::default();
-                    w.mark_next();
-                    Marking::Window(w)
-                }
-                _ => Marking::Rate(RateMarking { every: t.every, ..RateMarking::default() }),
-            }),
+            tlt: marking,
             retransmits: 0,
             timeouts: Vec::new(),
             last_tx: Time::ZERO,
+        };
+        let responder = Responder {
+            route,
+            recovery: cfg.recovery,
+            ack_frame: cfg.ack_frame() + extra,
+            ack_interval: cfg.ack_interval,
+            cnp: nic.cnp,
+            cnp_interval: cfg.cnp_interval,
+            control_prio: match nic.ack_priority {
+                AckPriority::Data => route.prio,
+                AckPriority::Control => CONTROL_PRIO,
+            },
+            nack_interval: cfg.nack_interval,
+            ecn_mode,
+            tlt: tlt.is_some(),
+            echoes,
             rcv_nxt: 0,
+            msg_end: 0,
             ooo: RangeSet::default(),
             unacked: 0,
             ce_unacked: false,
@@ -220,22 +254,23 @@ impl QueuePair {
             echo_due: false,
             hops_held: None,
             cnps: 0,
-        }
+        };
+        QueuePair { requester, responder }
     }
 
     /// Sends no per-hop records even when the algorithm wants them (an end without INT support).
     pub fn without_hop_records(mut self) -> QueuePair {
-        if self.hop_records {
-            self.hop_records = false;
-            self.frame_overhead -= HEADER_BYTES;
-            self.ack_frame -= HEADER_BYTES;
+        if self.requester.hop_records {
+            self.requester.hop_records = false;
+            self.requester.frame_overhead -= HEADER_BYTES;
+            self.responder.ack_frame -= HEADER_BYTES;
         }
         self
     }
 
     /// TLT's counters, when the queue pair marks.
     pub fn tlt_counts(&self) -> Option<TltCounts> {
-        self.tlt.as_ref().map(|t| match t {
+        self.requester.tlt.as_ref().map(|t| match t {
             Marking::Rate(r) => r.counts,
             Marking::Window(w) => w.counts,
         })
@@ -243,35 +278,92 @@ impl QueuePair {
 
     /// Keeps the queue pair open between messages the application appends.
     pub fn make_persistent(&mut self) {
-        self.persistent = true;
+        self.requester.persistent = true;
     }
 
     /// Whether the application appends messages to this queue pair.
     pub fn is_persistent(&self) -> bool {
-        self.persistent
+        self.requester.persistent
     }
 
-    /// Queues a further message of `bytes`; returns the flow's new size.
+    /// Queues a further message of `bytes` at the requester; returns the flow's new size.
     pub fn append(&mut self, bytes: u64) -> u64 {
-        self.size = self.size.saturating_add(bytes);
-        self.size
+        self.requester.size = self.requester.size.saturating_add(bytes);
+        self.requester.size
     }
 
     /// Bytes the responder holds in order.
     pub fn received(&self) -> u64 {
-        self.rcv_nxt
+        self.responder.rcv_nxt
     }
 
     /// Bytes the requester has had acknowledged.
     pub fn acknowledged(&self) -> u64 {
-        self.una
+        self.requester.una
     }
 
     /// Whether the responder holds a per-hop record stack it has not echoed yet.
     pub fn holds_hop_stack(&self) -> bool {
-        self.hops_held.is_some()
+        self.responder.hops_held.is_some()
     }
 
+    /// The rate the requester sends at: the algorithm's, or line rate.
+    pub fn rate(&self) -> Rate {
+        self.requester.rate()
+    }
+
+    /// Starts the algorithm's tick, if it has one; the first packet may go at once.
+    pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
+        self.requester.open(io, cx)
+    }
+
+    /// When the requester's rate limiter lets the next packet out.
+    #[inline]
+    pub fn ready_at(&self, now: Time) -> Time {
+        self.requester.ready_at(now)
+    }
+
+    /// True if the requester could send now, ignoring the rate limiter.
+    #[inline]
+    pub fn has_sendable(&self) -> bool {
+        self.requester.has_sendable()
+    }
+
+    /// Bytes the requester could send now (for a host port's queue samples).
+    pub fn sendable_bytes(&self) -> u64 {
+        self.requester.sendable_bytes()
+    }
+
+    /// The requester's next packet, if its window and rate let one out now.
+    #[inline]
+    pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.requester.next_packet(cx)
+    }
+
+    /// Takes a packet arriving at `side`'s NIC: data at the responder, feedback at the requester.
+    #[inline]
+    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        match side {
+            Side::Server => self.responder.respond(pkt, io, cx),
+            Side::Client => {
+                self.requester.on_feedback(pkt, io, cx);
+                if io.closed {
+                    // The queue pair is destroyed: the responder's NIC frees what it holds too.
+                    if let Some(h) = self.responder.hops_held.take() {
+                        cx.hops.free(h);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one of the requester's timers.
+    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        self.requester.on_timer(kind, gen, io, cx)
+    }
+}
+
+impl Requester {
     /// The rate the requester sends at: the algorithm's, or line rate.
     pub fn rate(&self) -> Rate {
         self.win.pacing_rate.unwrap_or(self.line_rate).min(self.line_rate)
@@ -287,6 +379,7 @@ impl QueuePair {
 
     /// When the rate limiter lets the next packet out.
     #[inline]
+
     pub fn ready_at(&self, _now: Time) -> Time {
         self.pace_next
     }
@@ -393,6 +486,7 @@ impl QueuePair {
             prio: r.prio,
             ts: now,
             colour,
+            flags: if last { flags::FIN } else { 0 },
             hops: self.hop_records.then(|| cx.hops.alloc()),
             ..Packet::default()
         };
@@ -414,121 +508,8 @@ impl QueuePair {
         }
     }
 
-    /// Takes a packet arriving at `side`'s NIC.
-    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
-        match side {
-            Side::Server => self.respond(pkt, io, cx),
-            Side::Client => self.on_feedback(pkt, io, cx),
-        }
-    }
 
-    /// The responder: accept, deliver and acknowledge a data packet, or NACK it.
-    fn respond(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
-        let now = cx.now;
-        if pkt.payload == 0 {
-            return;
-        }
-        if let Some(stale) = pkt.hops.and_then(|new| self.hops_held.replace(new)) {
-            // Only the latest packet's records are echoed.
-            cx.hops.free(stale);
-        }
-        let ce = pkt.ecn == Ecn::Ce;
-        let paced = self.cnp == CnpMode::Paced;
-        if ce && paced && self.ecn_mode == EcnMode::Classic && self.last_cnp.is_none_or(|t| now >= t + self.cnp_interval) {
-            self.last_cnp = Some(now);
-            self.cnps += 1;
-            io.replies.push(self.control(flags::ECE, 0, pkt));
-        }
-        self.ce_unacked |= ce;
-        let important = pkt.colour == Colour::Important;
-        self.echo_due |= important && matches!(self.tlt, Some(Marking::Window(_)));
-        let (seq, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
-        if seq == self.rcv_nxt {
-            let start = self.rcv_nxt;
-            self.rcv_nxt = end;
-            if let Some((_, e)) = self.ooo.containing(self.rcv_nxt) {
-                self.rcv_nxt = e;
-            }
-            self.ooo.remove_below(self.rcv_nxt);
-            io.delivered = Some((start, self.rcv_nxt - start));
-            self.unacked += 1;
-            let end_of_message = self.rcv_nxt >= self.size;
-            if self.unacked >= self.ack_interval
-                || end_of_message
-                || important
-                || !self.ooo.is_empty()
-            {
-                self.send_ack(0, pkt, io);
-            }
-        } else if seq < self.rcv_nxt || self.ooo.bytes_in(seq, end) == end - seq {
-            // A duplicate: acknowledge again, so a lost ACK costs no timeout.
-            self.send_ack(0, pkt, io);
-        } else {
-            match self.recovery {
-                Recovery::Gbn => {
-                    let repeat = self.last_nack.is_some_and(|(e, t)| e == self.rcv_nxt && now < t + self.nack_interval);
-                    // An important packet is always answered: its echo keeps TLT's clock going.
-                    if !repeat || self.echo_due {
-                        self.last_nack = Some((self.rcv_nxt, now));
-                        self.send_ack(flags::NACK, pkt, io);
-                    }
-                }
-                Recovery::Irn | Recovery::Sack => {
-                    self.ooo.insert(seq, end);
-                    self.send_ack(flags::NACK, pkt, io);
-                }
-            }
-        }
-    }
-
-    /// An ACK (or with `extra` = NACK, a NACK) for `data`, echoing its timestamp, its CE marks
-    /// since the last ACK and the held per-hop records.
-    fn send_ack(&mut self, extra: u8, data: &Packet, io: &mut Io) {
-        let mut a = self.control(flags::ACK | extra, self.rcv_nxt, data);
-        if std::mem::take(&mut self.ce_unacked) {
-            match self.ecn_mode {
-                EcnMode::PerPacket => a.flags |= flags::ECE,
-                EcnMode::Classic if self.cnp == CnpMode::EveryAck => {
-                    a.flags |= flags::ECE;
-                    self.cnps += 1;
-                }
-                _ => {}
-            }
-        }
-        if extra & flags::NACK != 0 && self.recovery != Recovery::Gbn {
-            let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
-            a.sack[0] = SackBlock { start: off(data.seq), end: off(data.seq + data.payload as u64) };
-            a.sack_len = 1;
-        }
-        if std::mem::take(&mut self.echo_due) {
-            a.colour = Colour::Echo;
-        }
-        a.hops = self.hops_held.take();
-        self.unacked = 0;
-        io.replies.push(a);
-    }
-
-    /// A packet from the responder back to the requester.
-    fn control(&self, flags: u8, ack: u64, data: &Packet) -> Packet {
-        let r = self.route;
-        Packet {
-            flow: r.flow,
-            src: r.dst,
-            dst: r.src,
-            hash: r.hash_rev,
-            ack,
-            wire_bytes: self.ack_frame,
-            flags: flags | flags::REVERSE,
-            ttl: INITIAL_TTL,
-            prio: self.control_prio,
-            ts_echo: data.ts,
-            hops_echo: Some(INITIAL_TTL.saturating_sub(data.ttl)),
-            colour: if self.tlt.is_some() { Colour::Control } else { Colour::Unimportant },
-            ..Packet::default()
-        }
-    }
-
-    /// The requester: an ACK, a NACK or a CNP.
+    /// An ACK, a NACK or a CNP.
     fn on_feedback(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         let hops = pkt.hops.map(|hi| {
@@ -623,9 +604,6 @@ impl QueuePair {
         if self.una >= self.size {
             self.done = true;
             self.rto_timer.cancel();
-            if let Some(h) = self.hops_held.take() {
-                cx.hops.free(h);
-            }
             io.completed = true;
             io.closed = true;
             return;
@@ -685,6 +663,116 @@ impl QueuePair {
                 io.activate = true;
             }
             TimerKind::LossProbe | TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait => {}
+        }
+    }
+}
+
+impl Responder {
+    fn respond(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        let now = cx.now;
+        if pkt.payload == 0 {
+            return;
+        }
+        if let Some(stale) = pkt.hops.and_then(|new| self.hops_held.replace(new)) {
+            // Only the latest packet's records are echoed.
+            cx.hops.free(stale);
+        }
+        let ce = pkt.ecn == Ecn::Ce;
+        let paced = self.cnp == CnpMode::Paced;
+        if ce && paced && self.ecn_mode == EcnMode::Classic && self.last_cnp.is_none_or(|t| now >= t + self.cnp_interval) {
+            self.last_cnp = Some(now);
+            self.cnps += 1;
+            io.replies.push(self.control(flags::ECE, 0, pkt));
+        }
+        self.ce_unacked |= ce;
+        let important = pkt.colour == Colour::Important;
+        self.echo_due |= important && self.echoes;
+        let (seq, end) = (pkt.seq, pkt.seq + pkt.payload as u64);
+        if pkt.has(flags::FIN) {
+            self.msg_end = self.msg_end.max(end);
+        }
+        if seq == self.rcv_nxt {
+            let start = self.rcv_nxt;
+            self.rcv_nxt = end;
+            if let Some((_, e)) = self.ooo.containing(self.rcv_nxt) {
+                self.rcv_nxt = e;
+            }
+            self.ooo.remove_below(self.rcv_nxt);
+            io.delivered = Some((start, self.rcv_nxt - start));
+            self.unacked += 1;
+            let end_of_message = self.msg_end > start && self.rcv_nxt >= self.msg_end;
+            if self.unacked >= self.ack_interval
+                || end_of_message
+                || important
+                || !self.ooo.is_empty()
+            {
+                self.send_ack(0, pkt, io);
+            }
+        } else if seq < self.rcv_nxt || self.ooo.bytes_in(seq, end) == end - seq {
+            // A duplicate: acknowledge again, so a lost ACK costs no timeout.
+            self.send_ack(0, pkt, io);
+        } else {
+            match self.recovery {
+                Recovery::Gbn => {
+                    let repeat = self.last_nack.is_some_and(|(e, t)| e == self.rcv_nxt && now < t + self.nack_interval);
+                    // An important packet is always answered: its echo keeps TLT's clock going.
+                    if !repeat || self.echo_due {
+                        self.last_nack = Some((self.rcv_nxt, now));
+                        self.send_ack(flags::NACK, pkt, io);
+                    }
+                }
+                Recovery::Irn | Recovery::Sack => {
+                    self.ooo.insert(seq, end);
+                    self.send_ack(flags::NACK, pkt, io);
+                }
+            }
+        }
+    }
+
+    /// An ACK (or with `extra` = NACK, a NACK) for `data`, echoing its timestamp, its CE marks
+    /// since the last ACK and the held per-hop records.
+    fn send_ack(&mut self, extra: u8, data: &Packet, io: &mut Io) {
+        let mut a = self.control(flags::ACK | extra, self.rcv_nxt, data);
+        if std::mem::take(&mut self.ce_unacked) {
+            match self.ecn_mode {
+                EcnMode::PerPacket => a.flags |= flags::ECE,
+                EcnMode::Classic if self.cnp == CnpMode::EveryAck => {
+                    a.flags |= flags::ECE;
+                    self.cnps += 1;
+                }
+                _ => {}
+            }
+        }
+        if extra & flags::NACK != 0 && self.recovery != Recovery::Gbn {
+            let off = |s: u64| (s - self.rcv_nxt).min(u32::MAX as u64) as u32;
+            a.sack[0] = SackBlock { start: off(data.seq), end: off(data.seq + data.payload as u64) };
+            a.sack_len = 1;
+        }
+        if std::mem::take(&mut self.echo_due) {
+            a.colour = Colour::Echo;
+        }
+        a.hops = self.hops_held.take();
+        self.unacked = 0;
+        io.replies.push(a);
+    }
+
+    /// A packet from the responder back to the requester.
+    fn control(&self, flags: u8, ack: u64, data: &Packet) -> Packet {
+        let r = self.route;
+        Packet {
+            flow: r.flow,
+            src: r.dst,
+            dst: r.src,
+            hash: r.hash_rev,
+            ack,
+            wire_bytes: self.ack_frame,
+            flags: flags | flags::REVERSE,
+            ttl: INITIAL_TTL,
+            prio: self.control_prio,
+            ts_echo: data.ts,
+            hops_echo: Some(INITIAL_TTL.saturating_sub(data.ttl)),
+            colour: if self.tlt { Colour::Control } else { Colour::Unimportant },
+            ..Packet::default()
         }
     }
 }
@@ -759,7 +847,7 @@ mod tests {
         let mut b = Bench::new();
         let mut delivered = 0;
         for _ in 0..10_000 {
-            if q.done {
+            if q.requester.done {
                 break;
             }
             let sent = drain(&mut b, &mut q);
@@ -795,27 +883,27 @@ mod tests {
     fn go_back_n_resends_from_the_lost_packet() {
         // 20 packets, packet 5 lost: the NACK sends the requester back to 5, so 5..19 go twice.
         let (q, delivered) = run(Recovery::Gbn, 20_000, &[5]);
-        assert!(q.done);
+        assert!(q.requester.done);
         assert_eq!(delivered, 20_000);
-        assert_eq!(q.retransmits, 15, "packets 5 to 19 resent");
-        assert!(q.timeouts.is_empty(), "the NACK repaired the loss");
+        assert_eq!(q.requester.retransmits, 15, "packets 5 to 19 resent");
+        assert!(q.requester.timeouts.is_empty(), "the NACK repaired the loss");
     }
 
     #[test]
     fn irn_resends_only_the_lost_packet() {
         let (q, delivered) = run(Recovery::Irn, 20_000, &[5, 12]);
-        assert!(q.done);
+        assert!(q.requester.done);
         assert_eq!(delivered, 20_000);
-        assert_eq!(q.retransmits, 2, "only packets 5 and 12");
-        assert!(q.timeouts.is_empty());
+        assert_eq!(q.requester.retransmits, 2, "only packets 5 and 12");
+        assert!(q.requester.timeouts.is_empty());
     }
 
     #[test]
     fn sack_resends_only_the_losses_without_irns_cap_or_low_timeout() {
         let (q, delivered) = run(Recovery::Sack, 20_000, &[5, 12]);
-        assert!(q.done);
+        assert!(q.requester.done);
         assert_eq!(delivered, 20_000);
-        assert_eq!(q.retransmits, 2, "only packets 5 and 12");
+        assert_eq!(q.requester.retransmits, 2, "only packets 5 and 12");
         // IRN stops at one BDP in flight (100 packets here); SACK does not.
         let mut b = Bench::new();
         let (mut irn, mut sack) = (qp(Recovery::Irn, 1_000_000, EcnMode::Off), qp(Recovery::Sack, 1_000_000, EcnMode::Off));
@@ -823,7 +911,7 @@ mod tests {
         assert_eq!(drain(&mut b, &mut sack).len(), 1_000);
         // A lost tail waits for the 4 ms timeout, not IRN's 100 us RTO_low.
         let (q, _) = run(Recovery::Sack, 5_000, &[4]);
-        let t = &q.timeouts[0];
+        let t = &q.requester.timeouts[0];
         assert_eq!(t.fired - t.last_tx, Time::from_ms(4));
     }
 
@@ -831,10 +919,10 @@ mod tests {
     fn a_lost_tail_times_out_and_is_resent() {
         for rec in [Recovery::Gbn, Recovery::Irn, Recovery::Sack] {
             let (q, delivered) = run(rec, 5_000, &[4]);
-            assert!(q.done, "{rec:?}");
+            assert!(q.requester.done, "{rec:?}");
             assert_eq!(delivered, 5_000);
-            assert_eq!(q.timeouts.len(), 1, "{rec:?}: nothing after the tail to reveal its loss");
-            assert_eq!(q.retransmits, 1);
+            assert_eq!(q.requester.timeouts.len(), 1, "{rec:?}: nothing after the tail to reveal its loss");
+            assert_eq!(q.requester.retransmits, 1);
         }
     }
 
@@ -890,18 +978,18 @@ mod tests {
             }
         }
         let (q, delivered) = run_dropping(tlt_qp(Recovery::Sack, TltMarking::Auto, 10_000), colour_drops());
-        assert!(q.done);
+        assert!(q.requester.done);
         assert_eq!(delivered, 10_000);
-        assert!(q.timeouts.is_empty(), "every echo forces the next piece out: {:?}", q.timeouts);
+        assert!(q.requester.timeouts.is_empty(), "every echo forces the next piece out: {:?}", q.requester.timeouts);
         // Only packet 0 (important) arrives; 1-9 come back one forced full packet per echo (loss
         // is probable each time), and nothing else is resent.
         assert_eq!(q.tlt_counts().unwrap().proactive_retransmissions, 9);
-        assert_eq!(q.retransmits, 9);
+        assert_eq!(q.requester.retransmits, 9);
         // By rate, the last packet's NACK starts one retransmission whose unimportant packets
         // are dropped again, and nothing reveals them but the timeout.
         let (q, delivered) = run_dropping(tlt_qp(Recovery::Sack, TltMarking::Rate, 10_000), colour_drops());
         assert_eq!(delivered, 10_000);
-        assert_eq!(q.timeouts.len(), 1);
+        assert_eq!(q.requester.timeouts.len(), 1);
     }
 
     #[test]
@@ -940,7 +1028,7 @@ mod tests {
             cnps += io.replies.iter().filter(|a| !a.has(flags::ACK) && a.has(flags::ECE)).count();
         }
         assert_eq!(cnps, 2, "at 0 and 50 us");
-        assert_eq!(q.cnps, 2);
+        assert_eq!(q.responder.cnps, 2);
     }
 
     #[test]
@@ -965,8 +1053,8 @@ mod tests {
             flagged += ack.has(flags::ECE) as u64;
             deliver(&mut b, &mut q, Side::Client, &ack);
         }
-        assert_eq!((flagged, q.cnps), (5, 5));
-        assert_eq!(q.cc.state(), vec![("cnps", 5.0)], "each flagged ACK is one CNP to the algorithm");
+        assert_eq!((flagged, q.responder.cnps), (5, 5));
+        assert_eq!(q.requester.cc.state(), vec![("cnps", 5.0)], "each flagged ACK is one CNP to the algorithm");
     }
 
     #[test]
