@@ -379,7 +379,6 @@ impl Requester {
 
     /// When the rate limiter lets the next packet out.
     #[inline]
-
     pub fn ready_at(&self, _now: Time) -> Time {
         self.pace_next
     }
@@ -507,7 +506,6 @@ impl Requester {
             cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
         }
     }
-
 
     /// An ACK, a NACK or a CNP.
     fn on_feedback(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
