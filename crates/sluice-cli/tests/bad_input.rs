@@ -362,6 +362,7 @@ fn report_refuses_nan_inf_and_negative_figures() {
 fn tlt_settings_are_refused_at_their_keys() {
     refused("[tlt]\nenable = true\n", &[], &["s.toml:11: tlt.enable: unknown field `enable`", "expected one of `enabled`, `threshold`, `every`"]);
     refused("[tlt]\nenabled = true\nthreshold = \"lots\"\n", &[], &["s.toml:12: tlt.threshold", "size"]);
+    refused("[tlt]\nenabled = true\nrdma_marking = \"windows\"\n", &[], &["s.toml:12: tlt.rdma_marking", "`auto`, `rate`, `window`"]);
     // No ECN step threshold to default to: the port is named, and the paper's guideline given.
     refused("[tlt]\nenabled = true\n", &[], &["tlt.threshold: required", "sw0->h0", "max(K, BDP)"]);
     refused(
