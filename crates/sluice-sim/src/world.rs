@@ -532,15 +532,10 @@ impl World {
     /// A PFC frame arrived on global port `at`: that port (facing back to the sender) pauses or
     /// resumes the priority, and sends what waited when it resumes.
     fn on_pfc_frame(&mut self, at: u32, frame: &Packet, now: Time) {
-        let port = &mut self.net.ports[at as usize];
-        let duration = crate::net::pfc::pause_time(frame.pause_quanta, port.rate);
-        port.pause.on_frame(frame.prio, duration, now);
-        if frame.pause_quanta > 0 {
-            // Look again when the pause runs out, unless a resume or a refresh comes first.
-            self.q.push(now + duration, Event::PauseEnd(at));
-            return;
+        match crate::net::pfc::take_frame(&mut self.net.ports[at as usize], frame, now) {
+            Some(look_again) => self.q.push(look_again, Event::PauseEnd(at)),
+            None => self.pause_ended(at, now),
         }
-        self.pause_ended(at, now);
     }
 
     /// Port `p` may have been released by a resume or by its pause running out.
