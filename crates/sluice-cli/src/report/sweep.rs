@@ -54,7 +54,9 @@ fn read(dir: &Path) -> Result<(SweepSpec, Vec<Cell>)> {
     let col = |name: &str| {
         headers.iter().position(|h| h == name).ok_or_else(|| anyhow!("{}: no column `{name}`", path.display()))
     };
-    let key_cols = spec.grid.keys().map(|k| col(k)).collect::<Result<Vec<_>>>()?;
+    // A key whose values carried units is typed in its own column and written as given in
+    // `<key>:text`, which labels read better ("20KB", not 20000).
+    let key_cols = spec.grid.keys().map(|k| col(&format!("{k}:text")).or_else(|_| col(k))).collect::<Result<Vec<_>>>()?;
     let metric_cols = spec
         .metrics
         .iter()
