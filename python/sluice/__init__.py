@@ -8,17 +8,21 @@
 or a Dask cluster; `check` validates; `list_algorithms` lists congestion control with parameters.
 """
 
-from __future__ import annotations
-
-import json
-import tempfile
-import warnings
-from pathlib import Path
+# What the package uses but does not offer is imported under private names, so that `dir(sluice)`
+# and tab completion show only the API (`__all__`); for the same reason annotations are quoted
+# rather than deferred by a `__future__` import, whose name would show too.
+import json as _json
+import tempfile as _tempfile
+from pathlib import Path as _Path
+from warnings import warn as _warn
 
 from . import _native, _progress
 from ._native import SluiceError
 from ._result import SCHEMAS, Result
-from ._scenario import Overrides, ScenarioLike, overrides, resolve
+from ._scenario import Overrides as _Overrides
+from ._scenario import ScenarioLike as _ScenarioLike
+from ._scenario import overrides as _overrides
+from ._scenario import resolve as _resolve
 from ._sweep import Sweep, sweep
 from ._warnings import SluiceWarning
 
@@ -27,7 +31,7 @@ __all__ = ["run", "check", "sweep", "list_algorithms", "Result", "Sweep", "Sluic
 __version__ = _native.version()
 
 
-def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None, out=None,
+def run(scenario: "_ScenarioLike", *, set: "_Overrides" = None, seed: "int | None" = None, out=None,
         progress: bool = True) -> Result:
     """Simulates `scenario` (a path, TOML text or a dict) and returns its outputs.
 
@@ -39,42 +43,56 @@ def run(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = Non
     Raises SluiceError with the CLI's message for a bad scenario; warns with SluiceWarning what the
     CLI prints as warnings (sized flows cut short by sim.duration, classes no flow belongs to).
     """
-    sc = resolve(scenario)
-    sets = overrides(set, seed)
+    sc = _resolve(scenario)
+    sets = _overrides(set, seed)
     with _progress.RunProgress(progress) as tick:
         if out is not None:
             _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out), tick)
-            result = Result.read(Path(out), keep=True)
+            result = Result.read(_Path(out), keep=True)
         else:
-            with tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
+            with _tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
                 _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick)
-                result = Result.read(Path(d), keep=False)
+                result = Result.read(_Path(d), keep=False)
     for note in notes:
-        warnings.warn(note, SluiceWarning, stacklevel=2)
+        _warn(note, SluiceWarning, stacklevel=2)
     return result
 
 
-def check(scenario: ScenarioLike, *, set: Overrides = None, seed: int | None = None) -> str:
-    """Validates `scenario` and returns what `sluice check` prints; raises SluiceError if it is bad
+def check(scenario: "_ScenarioLike", *, set: "_Overrides" = None, seed: "int | None" = None) -> str:
+    """Validates `scenario` and returns what `sluice check` prints (what it builds and the memory
+    its flows and samples take); raises SluiceError with every problem, one a line, if it is bad,
     and warns with SluiceWarning what the CLI prints as warnings (a class no flow belongs to)."""
-    sc = resolve(scenario)
-    line, notes = _native.check(sc.text, sc.file, sc.base_dir, overrides(set, seed))
+    sc = _resolve(scenario)
+    line, notes = _native.check(sc.text, sc.file, sc.base_dir, _overrides(set, seed))
     for note in notes:
-        warnings.warn(note, SluiceWarning, stacklevel=2)
+        _warn(note, SluiceWarning, stacklevel=2)
     return line
 
 
-def list_algorithms() -> list[dict]:
+def _default(text: str):
+    """A parameter's default as a value (0.0625, 5, False, "50us"), or None where it is not one
+    value (`unset`, a formula like `W_init x (1 - eta) / 10`). The simple literals the defaults use
+    are written alike in TOML and JSON."""
+    try:
+        return _json.loads(text)
+    except ValueError:
+        return None
+
+
+def list_algorithms() -> "list[dict]":
     """Every congestion-control algorithm: name, aliases, summary and parameters with defaults.
 
-    Each parameter is {"name", "default", "doc"}, from the `name = default  # meaning` lines
-    `sluice list` shows.
+    Each parameter is {"name", "default", "default_text", "doc"}, from the `name = default  #
+    meaning` lines `sluice list` shows: `default` is the value (a float, int, bool, or a string such
+    as "50us" where the parameter takes a quantity with a unit), or None where the default is not
+    one value; `default_text` is the default as `sluice list` writes it.
     """
     out = []
     for name, aliases, summary, params in _native.algorithms():
         ps = []
         for pname, line in params:
-            default, _, doc = line.partition("#")
-            ps.append({"name": pname, "default": default.strip(), "doc": doc.strip()})
+            text, _, doc = line.partition("#")
+            text = text.strip()
+            ps.append({"name": pname, "default": _default(text), "default_text": text, "doc": doc.strip()})
         out.append({"name": name, "aliases": aliases, "summary": summary, "params": ps})
     return out

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from . import SluiceError, sweep
+from ._sweep import DEFAULT_STORE
 
 
 def split_values(arg: str) -> tuple[str, list[str]]:
@@ -43,7 +44,8 @@ def parse_seeds(arg: str) -> list[int]:
     return seeds
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The arguments `sluice sweep --seeds/--dask` passes on, with the CLI's defaults."""
     p = argparse.ArgumentParser(prog="sluice sweep", description="Run a grid of overrides over seeds.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sweep")
@@ -51,12 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--grid", action="append", required=True)
     s.add_argument("--metric", action="append", required=True)
     s.add_argument("--seeds", default="1")
-    s.add_argument("--out", default="out/sweep")
+    s.add_argument("--out", default=DEFAULT_STORE)
     s.add_argument("--set", action="append", default=[])
     s.add_argument("--jobs", "-j", type=int)
     s.add_argument("--dask")
     s.add_argument("--quiet", "-q", action="store_true")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     try:
         grid = dict(split_values(g) for g in a.grid)
         client = None

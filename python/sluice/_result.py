@@ -11,8 +11,7 @@ import pandas as pd
 # Column dtypes of each table. Nullable pandas dtypes throughout: a flow that did not finish has
 # <NA> finish_ns, fct_ns and slowdown; an endless flow has <NA> size_bytes. Times are nanoseconds
 # (Float64: sluice keeps picosecond decimals); sizes and counts are Int64; names are `string`.
-# Ports go by name (`link` in queues and utilization, `port` in ports: "sw0->h2"); `port` in
-# queues and utilization is the node's port number.
+# Ports go by name in every table (`port`: "sw0->h2", sw0's egress towards h2), as scenarios name them.
 SCHEMAS: dict[str, dict[str, str]] = {
     "flows": {
         "id": "Int64", "src": "Int64", "dst": "Int64", "class": "string", "cc": "string",
@@ -21,9 +20,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "negotiation": "string", "bytes_delivered": "Int64", "goodput_bps": "Float64",
     },
     "requests": {"class": "string", "start_ns": "Float64", "end_ns": "Float64", "latency_ns": "Float64"},
-    "queues": {"t_ns": "Float64", "node": "string", "port": "Int64", "bytes": "Int64", "link": "string"},
+    "queues": {"t_ns": "Float64", "node": "string", "port": "string", "bytes": "Int64"},
     "cwnd": {"t_ns": "Float64", "flow": "Int64", "cwnd_bytes": "Int64"},
-    "utilization": {"node": "string", "port": "Int64", "tx_bytes": "Int64", "utilization": "Float64", "link": "string"},
+    "utilization": {"node": "string", "port": "string", "tx_bytes": "Int64", "utilization": "Float64"},
     "ports": {"port": "string", "node": "string", "peer": "string", "rate_bps": "Int64"},
     "fct_buckets": {
         "class": "string", "bucket_lo_bytes": "Int64", "bucket_hi_bytes": "Int64", "count": "Int64",

@@ -26,6 +26,9 @@ from . import _native
 from ._scenario import Overrides, Scenario, ScenarioLike, overrides, resolve
 from ._warnings import SluiceWarning
 
+# Where a sweep's results go unless told: the same directory as `sluice sweep --out`'s default.
+DEFAULT_STORE = "out/sweep"
+
 # Display units a metric may name after a colon (`classes.backup.goodput_bps:MB/s`), as in
 # `sluice sweep --metric`: the figure is divided by the factor.
 UNITS = {"MB/s": ("_bps", 8e6), "Mb/s": ("_bps", 1e6), "Gb/s": ("_bps", 1e9),
@@ -71,7 +74,8 @@ class Metric:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _native.SluiceError(f"metric {self.spec}: `{'.'.join(self.path)}` in {cell} is not a number but {v!r}")
-        return v / self.divisor
+        # A count stays a whole number; only a display unit makes it a fraction.
+        return v if self.divisor == 1.0 else v / self.divisor
 
 
 def _fragment(v: object) -> str:
@@ -138,6 +142,51 @@ def outputs_digest(d: Path, summary: dict) -> str:
 
 class _Stopped(Exception):
     """A run ended early because its sweep stopped (Ctrl-C or another task's error)."""
+
+
+def _grid_column(values: list) -> tuple[pd.Series, list | None]:
+    """A grid key's values as a typed column: numbers as Int64 or Float64, true/false as boolean, and
+    quantities with a unit in the unit sluice's tables use (a size "20KB" as 20000 bytes, a rate as
+    bit/s, both Int64; a duration as Float64 nanoseconds), with their text as given; anything else,
+    or values of different kinds, stay text."""
+    def parse(v):
+        if isinstance(v, bool):
+            return "bool", v
+        if isinstance(v, (int, float)):
+            return ("int" if isinstance(v, int) else "float"), v
+        text = str(v).strip()
+        if text in ("true", "false"):
+            return "bool", text == "true"
+        for kind, cast in (("int", int), ("float", float)):
+            try:
+                return kind, cast(text)
+            except ValueError:
+                pass
+        quantity = _native.quantity(text)
+        return quantity if quantity is not None else ("text", text)
+
+    parsed = [parse(v) for v in values]
+    kinds = {k for k, _ in parsed}
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) != 1 or kinds == {"text"}:
+        return pd.Series([_jsonable(v) for v in values], dtype="string"), None
+    kind = kinds.pop()
+    dtype = {"int": "Int64", "float": "Float64", "bool": "boolean", "bytes": "Int64", "bps": "Int64", "ns": "Float64"}[kind]
+    column = pd.Series([x for _, x in parsed]).astype(dtype)
+    return column, ([str(v) for v in values] if kind in ("bytes", "bps", "ns") else None)
+
+
+def _typed_grid(df: pd.DataFrame, keys: list) -> pd.DataFrame:
+    """`df` with each grid key's column typed (`_grid_column`); a key whose values carried units
+    keeps them as text in a `<key>:text` column beside it."""
+    out = df.copy()
+    for k in keys:
+        column, text = _grid_column(list(df[k]))
+        out[k] = column.values
+        if text is not None:
+            out.insert(out.columns.get_loc(k) + 1, f"{k}:text", pd.array(text, dtype="string"))
+    return out
 
 
 def _run_task(sc: Scenario, sets: list, metrics: list, record: dict, path: str, tick=None) -> dict:
@@ -225,7 +274,7 @@ def sweep(
     grid: Mapping[str, Sequence],
     seeds: Sequence[int] = (1,),
     metrics: Sequence[str] = ("fct_ns.mean",),
-    store="sweep",
+    store=DEFAULT_STORE,
     client=None,
     *,
     set: Overrides = None,
@@ -234,6 +283,11 @@ def sweep(
 ) -> Sweep:
     """Runs `scenario` for every combination of the `grid` values (key path -> values) and every
     seed, and tabulates `metrics` (summary.json key paths, optionally `:unit`).
+
+    `store` is the directory results go to, `out/sweep` by default as for `sluice sweep --out`.
+    In `tidy` and `aggregated` a grid key's column is typed where its values allow: numbers, and
+    quantities in sluice's table units (sizes in bytes, rates in bit/s, durations in ns) with the
+    text as given in `<key>:text`. A metric that is a count (drops) is Int64, other figures Float64.
 
     Each task writes `store/<cell>/seed=<n>.json`, keyed by its inputs (the resolved scenario with
     the cell's and `set`'s overrides, the files it names, the seed, the sluice version); a task
@@ -344,8 +398,11 @@ def sweep(
     tidy = pd.DataFrame(rows)
     tidy["seed"] = tidy["seed"].astype("Int64")
     for m in ms:
-        tidy[m.spec] = tidy[m.spec].astype("Float64")
-    agg = aggregate(tidy, keys, [m.spec for m in ms], repeated)
+        # Counts (drops, flows.completed) are whole numbers in summary.json, and stay so.
+        whole = all(isinstance(v, int) for v in tidy[m.spec] if v is not None and not pd.isna(v))
+        tidy[m.spec] = tidy[m.spec].astype("Int64" if whole else "Float64")
+    agg = _typed_grid(aggregate(tidy, keys, [m.spec for m in ms], repeated), keys)
+    tidy = _typed_grid(tidy, keys)
     for name, df in (("tidy", tidy), ("aggregated", agg)):
         _atomic(store / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
         _atomic(store / f"{name}.csv", lambda p, df=df: df.to_csv(p, index=False))

@@ -129,13 +129,6 @@ def test_runs_release_the_gil(repo):
     assert during > 5, during
 
 
-def test_list_algorithms_has_parameters_and_defaults():
-    algs = {a["name"]: a for a in sluice.list_algorithms()}
-    assert {"newreno", "cubic", "dctcp"} <= set(algs)
-    g = next(p for p in algs["dctcp"]["params"] if p["name"] == "g")
-    assert g["default"] == "0.0625" and "gain" in g["doc"]
-
-
 # One bulk flow for 1,000 simulated seconds: several minutes of simulation if nothing stops it.
 ENDLESS = """
 [sim]
@@ -194,3 +187,34 @@ def test_a_long_run_shows_progress_and_stops_on_ctrl_c_within_a_second(tmp_path)
     stopped = float(out.split()[-1])
     assert stopped - sent < 1.0, f"stopped {stopped - sent:.2f} s after Ctrl-C"
     assert shown, f"no progress bar on stderr: {''.join(stderr)[-2000:]!r}"
+
+
+def test_dir_shows_the_api_and_nothing_the_package_only_uses():
+    public = sorted(name for name in dir(sluice) if not name.startswith("_"))
+    assert public == sorted(name for name in sluice.__all__ if not name.startswith("_"))
+    for used in ("Path", "json", "tempfile", "warnings", "resolve", "overrides"):
+        assert used not in public
+
+
+def test_list_algorithms_gives_defaults_as_values():
+    params = {a["name"]: {p["name"]: p for p in a["params"]} for a in sluice.list_algorithms()}
+    assert {"newreno", "cubic", "dctcp"} <= set(params)
+    g = params["dctcp"]["g"]
+    assert g["default"] == 0.0625 and type(g["default"]) is float and g["default_text"] == "0.0625"
+    assert "gain" in g["doc"]
+    retx = params["swift"]["retx_reset_threshold"]["default"]
+    assert retx == 5 and type(retx) is int
+    assert params["newreno"]["ecn"]["default"] is False
+    assert params["timely"]["t_low"]["default"] == "50us", "a quantity as a scenario writes it"
+    w_ai = params["hpcc"]["w_ai"]
+    assert w_ai["default"] is None and w_ai["default_text"] == "W_init x (1 - eta) / 10", w_ai
+    assert "additive increase" in w_ai["doc"]
+
+
+def test_ports_go_by_name_in_every_table(repo):
+    r = sluice.run(repo / "scenarios" / "dctcp_two_flows.toml")
+    assert str(r.queues["port"].dtype) == "string" and "link" not in r.queues.columns
+    assert set(r.queues["port"]) == {"sw0->h2"} and set(r.queues["node"]) == {"sw0"}
+    assert str(r.utilization["port"].dtype) == "string" and "link" not in r.utilization.columns
+    assert sorted(r.utilization["port"]) == sorted(r.ports["port"])
+    assert sluice.SCHEMAS["queues"]["port"] == sluice.SCHEMAS["ports"]["port"] == "string"

@@ -37,7 +37,7 @@ def test_dask_local_cluster_gives_the_pool_results(scenario, tmp_path):
     assert pool.tidy.equals(dask.tidy)
     assert pool.aggregated.equals(dask.aggregated)
     # Each row is that cell's own run: the figure equals a direct run with the cell's overrides.
-    row = pool.tidy[(pool.tidy["classes.query.cc"] == "dctcp") & (pool.tidy["switch.ecn.k"] == "60KB")
+    row = pool.tidy[(pool.tidy["classes.query.cc"] == "dctcp") & (pool.tidy["switch.ecn.k"] == 60_000)
                     & (pool.tidy["seed"] == 2)].iloc[0]
     direct = sluice.run(scenario, set={"classes.query.cc": "dctcp", "switch.ecn.k": "60KB"}, seed=2).summary
     assert row["classes.query.request_latency_ns.p99:ms"] == direct["classes"]["query"]["request_latency_ns"]["p99"] / 1e6
@@ -98,7 +98,7 @@ def test_the_cli_hands_seeded_sweeps_to_this_package_and_reports_them(scenario, 
     api = sluice.sweep(scenario, {"classes.query.cc": ["cubic", "dctcp"]}, [1, 2], ["drops"], store=store, progress=False)
     assert api.computed == 0
     out = subprocess.run([sluice_bin, "report", store], check=True, capture_output=True, text=True).stdout
-    assert "(1 plots)" in out and (store / "drops.png").exists()
+    assert "(1 plot)" in out and (store / "drops.png").exists()
 
 
 class Rerun:
@@ -214,3 +214,33 @@ def test_a_workers_sluice_error_reaches_the_caller_as_a_sluice_error(scenario, t
             with pytest.raises(sluice.SluiceError, match="metric fct_ns.p42: summary.json of .* has no `p42` at fct_ns"):
                 sluice.sweep(scenario, {"classes.query.cc": ["cubic"]}, [1], ["fct_ns.p42"],
                              store=tmp_path / "dask", client=client, progress=False)
+
+
+def test_grid_values_are_typed_and_counts_are_whole_numbers(repo, tmp_path):
+    grid = {"switch.ecn.k": ["20KB", "60KB"], "sim.duration": ["20ms", "40ms"], "switch.alpha": ["1", "8.0"]}
+    s = sluice.sweep(repo / "scenarios" / "dctcp_two_flows.toml", grid, [1], ["drops", "classes.default.goodput_bps"],
+                     store=tmp_path / "s", jobs=2, progress=False)
+    for table in (s.tidy, s.aggregated):
+        assert str(table["switch.ecn.k"].dtype) == "Int64" and sorted(set(table["switch.ecn.k"])) == [20_000, 60_000]
+        assert list(table["switch.ecn.k:text"].unique()) == ["20KB", "60KB"], "the values as given, beside them"
+        assert str(table["sim.duration"].dtype) == "Float64" and sorted(set(table["sim.duration"])) == [20e6, 40e6]
+        assert str(table["switch.alpha"].dtype) == "Float64" and sorted(set(table["switch.alpha"])) == [1.0, 8.0]
+        assert "switch.alpha:text" not in table.columns, "a plain number needs no text beside it"
+    assert str(s.tidy["drops"].dtype) == "Int64", "a count stays a whole number"
+    assert str(s.tidy["classes.default.goodput_bps"].dtype) == "Float64"
+    # A typed value selects its own run.
+    row = s.tidy[(s.tidy["switch.ecn.k"] == 60_000) & (s.tidy["sim.duration"] == 20e6) & (s.tidy["switch.alpha"] == 8.0)]
+    direct = sluice.run(repo / "scenarios" / "dctcp_two_flows.toml",
+                        set={"switch.ecn.k": "60KB", "sim.duration": "20ms", "switch.alpha": "8.0"}, seed=1).summary
+    assert len(row) == 1 and row["drops"].iloc[0] == direct["drops"]
+
+
+def test_the_store_is_out_sweep_by_default_as_for_the_cli(sluice_bin):
+    import inspect
+
+    assert inspect.signature(sluice.sweep).parameters["store"].default == "out/sweep"
+    help_text = subprocess.run([sluice_bin, "sweep", "--help"], capture_output=True, text=True).stdout
+    assert "[default: out/sweep]" in help_text, help_text
+    from sluice.__main__ import parser
+
+    assert parser().parse_args(["sweep", "s.toml", "--grid", "k=1", "--metric", "drops"]).out == "out/sweep"

@@ -161,8 +161,8 @@ fn build(path: &Path, overrides: &[String]) -> Result<(LoadedScenario, World), S
 
 /// Prints what a valid scenario builds, or every problem it has (one `error:` line each).
 fn check(path: &Path, overrides: &[String]) -> Result<()> {
-    let (loaded, world) = match sluice_sim::check::check(path, overrides) {
-        Ok(built) => built,
+    let checked = match sluice_sim::check::check(path, overrides) {
+        Ok(checked) => checked,
         Err(problems) => {
             let (last, others) = problems.split_last().expect("a failed check names a problem");
             for p in others {
@@ -171,8 +171,8 @@ fn check(path: &Path, overrides: &[String]) -> Result<()> {
             return Err(last.clone().into());
         }
     };
-    println!("{}", sluice_sim::metrics::describe(&loaded, &world));
-    for warning in sluice_sim::metrics::warnings(&loaded, &world) {
+    println!("{}", sluice_sim::metrics::describe(&checked));
+    for warning in sluice_sim::metrics::warnings(&checked.loaded, &checked.world) {
         eprintln!("warning: {warning}");
     }
     Ok(())
@@ -269,7 +269,11 @@ fn list() {
             println!("      preset = \"{}\": {}", set.name, set.source);
         }
     }
-    println!("\ntopologies (topology.kind): star, dumbbell, leaf_spine, fat_tree, hpcc_file");
+    println!("\ntopologies (topology.kind, then its keys):");
+    for kind in sluice_sim::net::topology::KINDS {
+        let keys = sluice_sim::net::topology::keys_of(kind).unwrap_or_default();
+        println!("  {kind:<12} {}", keys.replace(' ', ", "));
+    }
     println!("workloads (workloads[].kind):");
     for (kind, what) in [
         ("flows", "an explicit list of {src, dst, size, start}"),
@@ -284,5 +288,11 @@ fn list() {
     ] {
         println!("  {kind:<12} {what}");
     }
-    println!("ECN marking (switch.ecn.mode): off, step (k), red (kmin, kmax, pmax); mark_at = enqueue or dequeue");
+    println!("ECN marking (switch.ecn, or per rate or port under switch.rates.\"<rate>\".ecn, switch.ports.\"<port>\".ecn):");
+    println!("  mode         off, step or red");
+    println!("  step         k (the threshold)");
+    println!("  red          kmin, kmax, pmax; weight (EWMA weight of the newest sample, default 1), gentle (ramp from kmax");
+    println!("               to 2 x kmax, default false), spacing (none, uniform or wait; default none), mean_packet (default 500B)");
+    println!("  mark_at      enqueue (default) or dequeue");
+    println!("  non_ect      pass (default) or drop: what happens to a packet that is not ECN-capable where one would be marked");
 }

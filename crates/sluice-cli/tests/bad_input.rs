@@ -114,9 +114,9 @@ fn times_beyond_the_representable_range_name_the_largest_that_works() {
 
 #[test]
 fn flow_sizes_whose_transmission_leaves_the_range_are_refused() {
-    // 2e16 B is above the 1 PB input limit.
+    // 20,000 TB is above the 1 PB input limit.
     refused(
-        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = 20000000000000000 }]\n",
+        "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, size = \"20000TB\" }]\n",
         &[],
         &["size", "1PB"],
     );
@@ -448,24 +448,24 @@ fn cpu_and_offload_settings_are_refused_at_their_keys() {
     refused(&format!("{hs}[offload]\ntable_entries = 0\n"), &[], &["offload.table_entries: expected 1 to 16777216 connections, got 0"]);
     refused(&format!("{hs}[offload]\nwheel_slot = \"2ms\"\n"), &[], &["offload.wheel_slot: expected a slot above 0 and at most offload.rto (1ms), got 2ms"]);
     refused(&format!("{hs}[offload]\nrto = \"0us\"\n"), &[], &["offload.rto: expected a timeout above 0"]);
-    let rpc = "[[workloads]]\nkind = \"rpc\"\nconnections = \"transaction\"\nclients = [1]\nservers = [0]\nrequest_size = 32\nresponse_size";
-    refused(&format!("{rpc} = 40\n"), &[], &["connections: \"transaction\" answers on the server's FIN, so it needs transport.handshake = true"]);
+    let rpc = "[[workloads]]\nkind = \"rpc\"\nconnections = \"transaction\"\nclients = [1]\nservers = [0]\nrequest_size = \"32B\"\nresponse_size";
+    refused(&format!("{rpc} = \"40B\"\n"), &[], &["connections: \"transaction\" answers on the server's FIN, so it needs transport.handshake = true"]);
     refused(&format!("{hs}{rpc} = \"3KB\"\n"), &[], &["response_size: a transaction's response rides on one segment, so at most 1448 bytes (the MSS); got 3000"]);
-    refused(&format!("{hs}{rpc} = 40\n").replace("transaction", "pipelined"), &[], &["\"per_request\", \"persistent\" or \"transaction\", got \"pipelined\""]);
+    refused(&format!("{hs}{rpc} = \"40B\"\n").replace("transaction", "pipelined"), &[], &["\"per_request\", \"persistent\" or \"transaction\", got \"pipelined\""]);
 }
 
 #[test]
 fn proxy_workloads_are_refused_at_their_keys() {
     let hs = "[transport]\nhandshake = true\n";
     let proxy = "[[workloads]]\nkind = \"proxy\"\nclients = [1, 2]\nproxy = 0\nbackends = [3]\nduration = \"1ms\"\n";
-    refused(&format!("{proxy}header_size = 100\n"), &[], &["workloads[0].kind: a proxy splices and closes established connections, so it needs transport.handshake = true"]);
+    refused(&format!("{proxy}header_size = \"100B\"\n"), &[], &["workloads[0].kind: a proxy splices and closes established connections, so it needs transport.handshake = true"]);
     refused(&format!("{hs}{proxy}"), &[], &["workloads[0].header_size: required for kind = \"proxy\""]);
     refused(&format!("{hs}{proxy}header_size = 0\n"), &[], &["workloads[0].header_size: expected a positive size"]);
-    refused(&format!("{hs}{proxy}header_size = 100\n").replace("[1, 2]", "[0, 1]"), &[], &["workloads[0].clients[0]: host 0 is the proxy"]);
-    refused(&format!("{hs}{proxy}header_size = 100\n").replace("[3]", "[0]"), &[], &["workloads[0].backends[0]: host 0 is the proxy"]);
-    refused(&format!("{hs}{proxy}header_size = 100\n").replace("proxy = 0", "proxy = 7"), &[], &["workloads[0].proxy: host 7 does not exist"]);
-    refused(&format!("{hs}{proxy}header_size = 100\nservers = [3]\n"), &[], &["workloads[0].servers: not used by kind = \"proxy\""]);
-    refused(&format!("{hs}{proxy}header_size = 100\nbody_size = \"1MB\"\n[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n"), &[], &["a proxy relays TCP connections, but class \"r\" runs on RDMA"]);
+    refused(&format!("{hs}{proxy}header_size = \"100B\"\n").replace("[1, 2]", "[0, 1]"), &[], &["workloads[0].clients[0]: host 0 is the proxy"]);
+    refused(&format!("{hs}{proxy}header_size = \"100B\"\n").replace("[3]", "[0]"), &[], &["workloads[0].backends[0]: host 0 is the proxy"]);
+    refused(&format!("{hs}{proxy}header_size = \"100B\"\n").replace("proxy = 0", "proxy = 7"), &[], &["workloads[0].proxy: host 7 does not exist"]);
+    refused(&format!("{hs}{proxy}header_size = \"100B\"\nservers = [3]\n"), &[], &["workloads[0].servers: not used by kind = \"proxy\""]);
+    refused(&format!("{hs}{proxy}header_size = \"100B\"\nbody_size = \"1MB\"\n[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n"), &[], &["a proxy relays TCP connections, but class \"r\" runs on RDMA"]);
 }
 
 #[test]
@@ -497,4 +497,153 @@ fn a_zero_cnp_interval_is_refused_and_points_to_every_ack() {
 fn sack_recovery_without_an_rdma_class_is_refused() {
     // TCP always recovers with SACK; rdma.recovery only shapes queue pairs.
     refused("[rdma]\nrecovery = \"sack\"\n", &[], &["rdma.recovery", "\"sack\" recovers RDMA queue pairs", "transport = \"rdma\""]);
+}
+
+/// Runs `sluice ARGS` in `dir` and returns (exit status, stdout, stderr).
+fn sluice_out(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = sluice_in(dir, args);
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+#[test]
+fn check_lists_independent_problems_in_one_pass_with_what_was_meant() {
+    // Issue 39's rounds: a schema error hid the unknown algorithm; the unknown algorithm hid its
+    // unknown parameter; a threshold without its unit came back as a second, false "required".
+    let extra = "[switch]\nbufer = \"1MB\"\n\n[switch.ecn]\nmode = \"step\"\nk = 40\n\n\
+                 [classes.default]\ncc = \"dctpc\"\nparams = { gg = 0.5 }\n\n\
+                 [classes.bulk]\ncc = \"dctcp\"\nparams = { g = \"abc\" }\n\n\
+                 [[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 9, size = \"1KB\" }]\n";
+    let err = refused(extra, &["--set", "sim.duration=10"], &[]);
+    let problems: Vec<&str> = err.lines().collect();
+    let expected: [&[&str]; 7] = [
+        &["--set sim.duration=10: sim.duration: expected a duration with a unit; got the number 10", "\"10us\""],
+        &["s.toml:11: switch.bufer: unknown field `bufer`", "did you mean `buffer`?"],
+        &["s.toml:15: switch.ecn.k: expected a size with a unit; got the number 40", "write \"40KB\""],
+        &["s.toml:23: classes.bulk.params.g: expected a number; got the text \"abc\""],
+        &["s.toml:18: classes.default.cc: unknown congestion control \"dctpc\"", "did you mean `dctcp`?"],
+        // Read against the algorithm meant, in the same pass.
+        &["s.toml:19: classes.default.params.gg: unknown field `gg`, expected `g` or `alpha_init`", "did you mean `g`?"],
+        &["s.toml:27: workloads[0].flows[0].dst: host 9 does not exist"],
+    ];
+    assert_eq!(problems.len(), expected.len(), "one line a problem, none that the check's own edits caused: {err}");
+    for (line, want) in problems.iter().zip(expected) {
+        for w in want {
+            assert!(line.starts_with("error: ") && line.contains(w), "{w:?} in {line:?}");
+        }
+    }
+    assert!(!err.contains("required") && !err.contains("f64"), "{err}");
+}
+
+#[test]
+fn a_size_without_a_unit_is_refused_as_a_duration_is() {
+    refused("[switch.ecn]\nmode = \"step\"\nk = 40\n", &[], &["s.toml:12: switch.ecn.k", "got the number 40", "\"40KB\""]);
+    refused("", &["--set", "switch.buffer=1000000"], &["--set switch.buffer=1000000", "\"1000000B\""]);
+    refused("", &["--set", "switch.buffer=\"1000000\""], &["switch.buffer", "with a unit", "\"1000000B\""]);
+    refused("", &["--set", "sim.duration=10"], &["sim.duration", "got the number 10", "\"10us\""]);
+    // 0 needs no unit, for sizes as for durations.
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), "[pfc]\nenabled = true\nresume_offset = 0\n");
+    let (code, _, err) = sluice_out(dir.path(), &["check", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn check_refuses_a_frame_longer_than_the_run_as_run_does() {
+    // 9,000-byte RDMA packets take 7.3 ms at 10 Mb/s: longer than the 1.3 ms run.
+    let extra = "[rdma]\nmtu = 9000\n\n[classes.default]\ncc = \"dcqcn\"\ntransport = \"rdma\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), extra);
+    let sets = ["--set", "topology.host_rate=10Mbps", "--set", "sim.duration=1.3ms"];
+    let (code, _, check) = sluice_out(dir.path(), &[&["check", path.to_str().unwrap()][..], &sets].concat());
+    assert_eq!(code, Some(2), "{check}");
+    assert_eq!(check.lines().count(), 1, "one problem, and no false \"required\" after it: {check}");
+    assert!(check.contains("--set topology.host_rate=10Mbps: topology.host_rate: at 10Mbps one full 9082-byte frame takes 7.265ms, longer than the whole run"), "{check}");
+    let out = dir.path().join("out");
+    let (code, _, run) = sluice_out(dir.path(), &[&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()][..], &sets].concat());
+    assert_eq!((code, run), (Some(2), check), "run refuses what check refuses, in the same words");
+}
+
+/// A four-host star of 1-byte flows (a one-point CDF) at half load for `duration`.
+fn one_byte_flows(dir: &Path, duration: &str, extra: &str) -> PathBuf {
+    std::fs::write(dir.join("one.cdf"), "1 100\n").unwrap();
+    scenario(dir, &format!("{extra}\n[[workloads]]\nkind = \"poisson\"\ncdf = \"one.cdf\"\nload = 0.5\nduration = \"{duration}\"\n"))
+}
+
+#[test]
+fn a_run_beyond_the_memory_limit_is_refused_with_the_memory_it_would_take() {
+    // 4 hosts x 10 Gb/s x 0.5 / 8 bits = 2.5e9 one-byte flows a second: 2.5 million in 1 ms, and
+    // each needs a frame of 91 bytes, so the links fall behind and nearly all are open at once.
+    let dir = tempfile::tempdir().unwrap();
+    let path = one_byte_flows(dir.path(), "1ms", "[limits]\nmemory = \"1GB\"\n");
+    let (code, _, check) = sluice_out(dir.path(), &["check", path.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{check}");
+    assert!(!check.contains("memory allocation") && !check.contains("panicked"), "{check}");
+    let gb: f64 = check
+        .split("a run would take about ")
+        .nth(1)
+        .and_then(|r| r.split(" GB of memory").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the memory it would take, in GB: {check}"));
+    // 2.5 M flows at ~1.7 KB each, open or not.
+    assert!((3.6..=4.8).contains(&gb), "{gb} GB: {check}");
+    assert!(check.contains("s.toml:13: workloads[0]: ") && check.contains("more than limits.memory = 1.0 GB"), "{check}");
+    assert!(check.contains("make fewer flows, or set limits.memory"), "{check}");
+    let out = dir.path().join("out");
+    let (code, _, run) = sluice_out(dir.path(), &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!((code, run), (Some(2), check), "run refuses before allocating, in the same words");
+}
+
+#[test]
+fn the_memory_check_expects_is_the_peak_a_run_reaches() {
+    // Nearly every flow open at once (1-byte flows the links fall behind on), and flows spread out
+    // (1 KB flows at half load over 100 ms, each open for a microsecond or two): 250,000 each.
+    let dir = tempfile::tempdir().unwrap();
+    let spread = "[[workloads]]\nkind = \"poisson\"\nsize = \"1KB\"\nload = 0.5\nduration = \"100ms\"\n";
+    for path in [one_byte_flows(dir.path(), "100us", ""), scenario(dir.path(), spread)] {
+        let (code, said, err) = sluice_out(dir.path(), &["check", path.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(said.contains("250000 flows"), "{said}");
+        let mb = |text: &str, after: &str, before: &str| -> f64 {
+            let n = text.split(after).nth(1).and_then(|r| r.split(before).next()).and_then(|n| n.trim().parse().ok());
+            n.unwrap_or_else(|| panic!("{after}...{before} in {text}"))
+        };
+        let expected = mb(&said, "its flows and samples take about ", " MB of memory");
+        let out = dir.path().join("out");
+        let (code, _, report) = sluice_out(dir.path(), &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{report}");
+        let peak = mb(&report, "peak memory ", " MB");
+        assert!((expected - peak).abs() <= 0.25 * peak, "check expects {expected} MB, the run peaked at {peak} MB");
+    }
+}
+
+#[test]
+fn counts_are_written_with_their_noun_in_the_right_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), "");
+    let (code, said, err) = sluice_out(dir.path(), &["check", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(said.contains("ok — 4 hosts, 1 switch, 1 flow; classes: default (cubic)"), "{said}");
+    refused("", &["--set", "workloads.3.size=1KB"], &["\"workloads\" has 1 entry; index 3 is out of range"]);
+}
+
+#[test]
+fn sluice_list_names_every_topology_kind_and_ecn_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, list, _) = sluice_out(dir.path(), &["list"]);
+    // What the scenario reader accepts, as its own errors list it.
+    let kinds = refused("", &["--set", "topology.kind=ring"], &["topology.kind: unknown kind \"ring\""]);
+    let ecn = refused("[switch.ecn]\nnosuch = 1\n", &[], &["switch.ecn.nosuch: unknown field"]);
+    let quoted = |text: &str, q: char| -> Vec<String> { text.split(q).skip(1).step_by(2).map(String::from).collect() };
+    let kinds = quoted(kinds.split("expected one of").nth(1).unwrap(), '"');
+    let keys = quoted(ecn.split("expected one of").nth(1).unwrap(), '`');
+    assert!(kinds.contains(&"rdcn".to_string()) && keys.contains(&"spacing".to_string()), "{kinds:?} {keys:?}");
+    let topologies = list.split("topologies").nth(1).unwrap().split("workloads").next().unwrap();
+    for k in &kinds {
+        assert!(topologies.lines().any(|l| l.trim_start().starts_with(&format!("{k} "))), "`sluice list` omits topology {k}: {list}");
+    }
+    let marking = list.split("ECN marking").nth(1).unwrap();
+    for k in &keys {
+        assert!(marking.contains(k.as_str()), "`sluice list` omits the ECN key {k}: {marking}");
+    }
+    assert!(topologies.contains("rdcn         racks, hosts_per_rack"), "{topologies}");
 }

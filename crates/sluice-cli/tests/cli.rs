@@ -58,7 +58,7 @@ fn quickstart_writes_the_output_contract() {
     assert!(s["classes"]["default"]["goodput_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(s["classes"]["default"]["cc"], "dctcp");
     let queues = std::fs::read_to_string(dir.path().join("queues.csv")).unwrap();
-    assert!(queues.starts_with("t_ns,node,port,bytes,link\n"));
+    assert!(queues.starts_with("t_ns,node,port,bytes\n"));
     assert!(queues.lines().count() > 100);
 }
 

@@ -160,12 +160,14 @@ fn ports_go_by_scenario_names() {
     assert_eq!(ports.len(), 6);
     let sw_h2 = ports.iter().find(|r| &r[0] == "sw0->h2").expect("the sampled port is in ports.csv");
     assert_eq!((&sw_h2[1], &sw_h2[2], &sw_h2[3]), ("sw0", "h2", "10000000000"));
+    // Every file names a port as ports.csv does, in its `port` column.
     let (h, queues) = records(&dir.path().join("queues.csv"));
-    assert_eq!(h.iter().last(), Some("link"));
-    assert!(!queues.is_empty() && queues.iter().all(|r| &r[4] == "sw0->h2"), "the scenario samples sw0->h2 only");
+    assert_eq!(h.iter().collect::<Vec<_>>(), ["t_ns", "node", "port", "bytes"]);
+    assert!(!queues.is_empty() && queues.iter().all(|r| &r[1] == "sw0" && &r[2] == "sw0->h2"), "the scenario samples sw0->h2 only");
     let (h, util) = records(&dir.path().join("utilization.csv"));
-    assert_eq!(h.iter().last(), Some("link"));
-    let names: Vec<&str> = util.iter().map(|r| r.get(4).unwrap()).collect();
+    assert_eq!(h.iter().collect::<Vec<_>>(), ["node", "port", "tx_bytes", "utilization"]);
+    assert!(util.iter().all(|r| r[1].starts_with(&format!("{}->", &r[0]))), "a port is named from its node: {util:?}");
+    let names: Vec<&str> = util.iter().map(|r| r.get(1).unwrap()).collect();
     let mut from_ports: Vec<&str> = ports.iter().map(|r| r.get(0).unwrap()).collect();
     let mut sorted = names.clone();
     sorted.sort();

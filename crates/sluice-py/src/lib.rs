@@ -120,9 +120,9 @@ fn check(
     overrides: Vec<String>,
 ) -> PyResult<(String, Vec<String>)> {
     guarded(py, move || {
-        let (loaded, world) = sluice_sim::check::check_text(&text, &file, Path::new(&base_dir), &overrides)
+        let checked = sluice_sim::check::check_text(&text, &file, Path::new(&base_dir), &overrides)
             .map_err(|problems| problems.iter().map(ScenarioError::to_string).collect::<Vec<_>>().join("\n"))?;
-        Ok((metrics::describe(&loaded, &world), metrics::warnings(&loaded, &world)))
+        Ok((metrics::describe(&checked), metrics::warnings(&checked.loaded, &checked.world)))
     })
 }
 
@@ -132,6 +132,22 @@ fn check(
 fn resolved(text: String, file: String, base_dir: String, overrides: Vec<String>) -> PyResult<String> {
     let loaded = load(&text, &file, &base_dir, &overrides).map_err(|e| SluiceError::new_err(e.to_string()))?;
     serde_json::to_string(&loaded.scenario).map_err(|e| SluiceError::new_err(format!("{file}: {e}")))
+}
+
+/// A quantity written with a unit, in the unit sluice's tables use: ("bytes", n) for a size like
+/// "20KB", ("bps", n) for a rate, ("ns", x) for a duration; None for text that is none of these.
+/// A sweep types its grid values by it.
+#[pyfunction]
+fn quantity(py: Python<'_>, text: &str) -> Option<(&'static str, PyObject)> {
+    use sluice_sim::time::{Bytes, Rate, Time};
+    if let Ok(b) = Bytes::parse(text) {
+        return Some(("bytes", b.0.into_pyobject(py).ok()?.into_any().unbind()));
+    }
+    if let Ok(r) = Rate::parse(text) {
+        return Some(("bps", r.0.into_pyobject(py).ok()?.into_any().unbind()));
+    }
+    let t = Time::parse(text).ok()?;
+    Some(("ns", (t.ps() as f64 / 1e3).into_pyobject(py).ok()?.into_any().unbind()))
 }
 
 /// Every congestion-control algorithm: (name, aliases, summary, [(parameter, default line)]).
@@ -175,6 +191,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(resolved, m)?)?;
+    m.add_function(wrap_pyfunction!(quantity, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(toml_from_json, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

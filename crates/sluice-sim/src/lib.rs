@@ -17,4 +17,5 @@ pub mod scenario;
 pub mod time;
 pub mod transport;
 pub mod workload;
+pub mod words;
 pub mod world;

@@ -2,6 +2,7 @@
 //! key of every problem.
 
 use crate::cc::{self, CcFactory};
+use crate::check::Footprint;
 use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
 use crate::net::circuit::{CircuitConfig, CircuitParts};
@@ -184,11 +185,15 @@ pub struct Limits {
     pub fct_buckets: u64,
     /// Packets kept by `[output.pcap]` (default 10,000,000).
     pub captured_packets: u64,
+    /// Memory a run may take, like "16GB" (default: what this process may use: the least of the
+    /// machine's memory, its control group's limit and its `ulimit -v`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Bytes>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { flows: 10_000_000, outstanding: 1_000_000, samples: 100_000_000, fct_buckets: 10_000, captured_packets: 10_000_000 }
+        Limits { flows: 10_000_000, outstanding: 1_000_000, samples: 100_000_000, fct_buckets: 10_000, captured_packets: 10_000_000, memory: None }
     }
 }
 
@@ -667,17 +672,17 @@ pub fn load(path: &Path, overrides: &[String]) -> Result<LoadedScenario, Scenari
 
 /// Parses scenario text; `file` names it in errors.
 pub fn parse(text: &str, file: &str, base_dir: &Path, overrides: &[String]) -> Result<LoadedScenario, ScenarioError> {
-    parse_without(text, file, base_dir, overrides, &[])
+    parse_edited(text, file, base_dir, overrides, &[])
 }
 
-/// [`parse`], with the keys at the paths `set_aside` removed once the overrides are applied: how
-/// [`crate::check`] reads on past a problem.
-pub(crate) fn parse_without(
+/// [`parse`], with `edits` made once the overrides are applied (keys removed, near misses
+/// corrected): how [`crate::check`] reads on past a problem.
+pub(crate) fn parse_edited(
     text: &str,
     file: &str,
     base_dir: &Path,
     overrides: &[String],
-    set_aside: &[String],
+    edits: &[crate::check::Edit],
 ) -> Result<LoadedScenario, ScenarioError> {
     let err = |line, message| ScenarioError { file: file.to_string(), line, message };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
@@ -700,8 +705,8 @@ pub(crate) fn parse_without(
     }
     tables_not_lists(doc.as_item(), &mut Vec::new()).map_err(|(key, m)| locate(file, text, &set, &key, m, None))?;
     known_classes(&defined, &set).map_err(|m| err(None, m))?;
-    for key in set_aside {
-        crate::check::remove(&mut doc, key);
+    for edit in edits {
+        edit.apply(&mut doc);
     }
     let edited = doc.to_string();
     let de = toml::Deserializer::new(&edited);
@@ -709,7 +714,7 @@ pub(crate) fn parse_without(
         let path = e.path().to_string();
         let inner = e.inner();
         // Spans point into the edited text, which matches the user's only when nothing was changed.
-        let line = if set.is_empty() && set_aside.is_empty() { inner.span().map(|s| line_at(&edited, s.start)) } else { None };
+        let line = if set.is_empty() && edits.is_empty() { inner.span().map(|s| line_at(&edited, s.start)) } else { None };
         let msg = in_words(inner.message().trim());
         if path == "." || path.is_empty() {
             err(line, msg)
@@ -802,8 +807,15 @@ fn known_classes(defined: &[String], set: &[(String, String)]) -> Result<(), Str
     Ok(())
 }
 
-/// Turns serde's type vocabulary (`u32`, `struct SimConfig`, `sequence`) into words.
-fn in_words(msg: &str) -> String {
+/// Turns serde's type vocabulary (`u32`, `struct SimConfig`, `sequence`) into words, and adds
+/// the near miss an unknown key or value most likely meant.
+pub(crate) fn in_words(msg: &str) -> String {
+    if let Some(rest) = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unknown variant `")) {
+        // "unknown field `bufer`, expected one of `buffer`, `alpha`": the names are quoted.
+        let (word, expected) = rest.split_once('`').unwrap_or_default();
+        let names = expected.split('`').skip(1).step_by(2);
+        return format!("{msg}{}", crate::words::did_you_mean(word, names));
+    }
     let Some(rest) = msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: ")) else {
         return msg.to_string();
     };
@@ -906,7 +918,9 @@ fn apply_override(doc: &mut toml_edit::DocumentMut, o: &str) -> Result<String, S
             let len = arr.len();
             table = arr
                 .get_mut(idx)
-                .ok_or_else(|| format!("--set {o}: \"{here}\" has {len} entries; index {idx} is out of range"))?;
+                .ok_or_else(|| {
+                    format!("--set {o}: \"{here}\" has {}; index {idx} is out of range", crate::words::count(len as u64, "entry", "entries"))
+                })?;
             i += 2;
             if i == keys.len() {
                 return Err(format!("--set {o}: name a key inside the entry, like {here}.{idx}.size"));
@@ -932,9 +946,37 @@ fn line_at(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
-/// Best-effort line of a dotted key path such as "switch.ecn.k" or "workloads[1].src".
+/// Best-effort line of a dotted key path such as "switch.ecn.k" or "workloads[1].src", or else of
+/// the nearest table or key above it that the text writes out (`params = { gg = 1 }` for
+/// "classes.q.params.gg").
 fn line_of_key(text: &str, key: &str) -> Option<usize> {
-    let key = key.trim();
+    let mut key = key.trim();
+    // An entry of a list of tables ("workloads[1].size"): its own `[[workloads]]` block, not the
+    // first entry's.
+    let entry = key.split_once('[').and_then(|(name, r)| {
+        let (i, rest) = r.split_once(']')?;
+        let header = format!("[[{name}]]");
+        let start = text.lines().enumerate().filter(|(_, l)| l.trim() == header).nth(i.parse().ok()?)?.0;
+        Some((name, start, rest.trim_start_matches('.')))
+    });
+    if let Some((name, start, rest)) = entry {
+        // The entry runs to the next table that is not its own sub-table.
+        let own = |l: &str| l.starts_with(&format!("[{name}.")) || l.starts_with(&format!("[[{name}."));
+        let entry: Vec<&str> =
+            text.lines().skip(start + 1).take_while(|l| !l.trim_start().starts_with('[') || own(l.trim_start())).collect();
+        let within = (!rest.is_empty()).then(|| line_of_key(&entry.join("\n"), rest)).flatten();
+        return Some(start + 1 + within.unwrap_or(0));
+    }
+    loop {
+        if let Some(line) = line_of_written_key(text, key) {
+            return Some(line);
+        }
+        key = key.rsplit_once('.')?.0;
+    }
+}
+
+/// The line that writes the key path `key` itself, if one does.
+fn line_of_written_key(text: &str, key: &str) -> Option<usize> {
     let parts: Vec<&str> = key.split('.').collect();
     let leaf = parts.last()?.split('[').next()?;
     if leaf.is_empty() {
@@ -962,13 +1004,19 @@ fn line_of_key(text: &str, key: &str) -> Option<usize> {
 
 /// Builds the world a loaded scenario describes, validating everything that needs the topology.
 pub fn build(loaded: &LoadedScenario) -> Result<World, String> {
-    let graph = loaded.scenario.topology.build(&loaded.base_dir)?;
-    let parts = prepare(loaded, &graph)?;
-    Ok(World::new(&graph, parts))
+    build_measured(loaded).map(|(world, _)| world)
 }
 
-/// Validates everything that needs the topology and materializes the flows.
-pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> {
+/// [`build`], with what a run of the world will hold in memory.
+pub fn build_measured(loaded: &LoadedScenario) -> Result<(World, Footprint), String> {
+    let graph = loaded.scenario.topology.build(&loaded.base_dir)?;
+    let (parts, footprint) = prepare(loaded, &graph)?;
+    Ok((World::new(&graph, parts), footprint))
+}
+
+/// Validates everything that needs the topology and materializes the flows; refuses a scenario
+/// whose run would not fit in memory (`limits.memory`, or what this process may use).
+pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(Parts, Footprint), String> {
     let sc = &loaded.scenario;
     sc.transport.validate()?;
     sc.rdma.validate()?;
@@ -1008,7 +1056,10 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         ));
     }
     if let Some(d) = sc.sim.duration {
-        slow_links(graph, &sc.topology.kind, sc.transport.mtu as u64, d)?;
+        // The largest frame on the wire: a full TCP segment, or an RDMA class's full packet.
+        let tcp = sc.transport.frame(sc.transport.mss()) as u64;
+        let rdma = sc.classes.values().any(|c| c.transport == ClassTransport::Rdma).then(|| sc.rdma.frame(sc.rdma.mtu as u64) as u64);
+        slow_links(graph, &sc.topology.kind, tcp.max(rdma.unwrap_or(0)), d)?;
     }
 
     let node_ports = graph.ports();
@@ -1028,9 +1079,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             }));
     }
     for (name, c) in &class_cfgs {
-        let info = cc::lookup(&c.cc).ok_or_else(|| {
-            format!("classes.{name}.cc: unknown congestion control \"{}\"; expected one of: {}", c.cc, cc::known_names())
-        })?;
+        let info = cc::lookup(&c.cc).ok_or_else(|| format!("classes.{name}.cc: {}", cc::unknown(&c.cc)))?;
         let (params, nic) = match &c.preset {
             None => (c.params.clone(), ClassNic::default()),
             Some(set) => {
@@ -1048,9 +1097,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             ));
         }
         let fallback_name = c.fallback.as_deref().unwrap_or(DEFAULT_CC);
-        let fb = cc::lookup(fallback_name).ok_or_else(|| {
-            format!("classes.{name}.fallback: unknown congestion control \"{fallback_name}\"; expected one of: {}", cc::known_names())
-        })?;
+        let fb = cc::lookup(fallback_name).ok_or_else(|| format!("classes.{name}.fallback: {}", cc::unknown(fallback_name)))?;
         let fallback = cc::factory(fb.name, &toml::Table::new()).map_err(|e| format!("classes.{name}.fallback: {e}"))?;
         classes.push(ClassRuntime {
             name: name.clone(),
@@ -1066,11 +1113,20 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     let class_index = |n: &str| names.iter().position(|c| c == n);
     let mut rules = crate::workload::ClassRules { default: class_index("default").unwrap_or(0), ..Default::default() };
     for (intent, class) in &sc.policy {
-        if !["latency_sensitive", "bulk", "target_rate", "deadline"].contains(&intent.as_str()) {
-            return Err(format!("policy.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline"));
+        const INTENTS: [&str; 4] = ["latency_sensitive", "bulk", "target_rate", "deadline"];
+        if !INTENTS.contains(&intent.as_str()) {
+            return Err(format!(
+                "policy.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
+                crate::words::did_you_mean(intent, INTENTS)
+            ));
         }
-        let c = class_index(class)
-            .ok_or_else(|| format!("policy.{intent}: unknown class \"{class}\"; defined classes: {}", names.join(", ")))?;
+        let c = class_index(class).ok_or_else(|| {
+            format!(
+                "policy.{intent}: unknown class \"{class}\"; defined classes: {}{}",
+                names.join(", "),
+                crate::words::did_you_mean(class, names.iter().map(String::as_str))
+            )
+        })?;
         rules.intents.push((intent.clone(), c));
     }
     for (name, c) in &class_cfgs {
@@ -1095,6 +1151,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     };
     let mut flows = Vec::new();
     let mut apps = Vec::new();
+    // The workload that makes the most flows, which a refusal for memory names.
+    let mut most_made = (0, "workloads".to_string());
     for (i, w) in sc.workloads.iter().enumerate() {
         let key = format!("workloads[{i}]");
         if w.kind == "proxy" {
@@ -1112,6 +1170,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
                 flows.len() + generated.flows.len(),
                 limits.flows
             ));
+        }
+        if generated.flows.len() > most_made.0 {
+            most_made = (generated.flows.len(), key.clone());
         }
         flows.extend(generated.flows);
         apps.extend(generated.app);
@@ -1164,7 +1225,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     // How long the run lasts: its duration, or at least until the last flow starts.
     let horizon = sc.sim.duration.unwrap_or_else(|| flows.last().map_or(Time::ZERO, |f| f.start));
     let samples = |count: usize, interval: Time| count as f64 * (horizon.0 as f64 / interval.0.max(1) as f64).floor();
-    let (mut queue_ports, mut queue_interval) = (Vec::new(), Time::ZERO);
+    let (mut queue_ports, mut queue_interval, mut queue_samples) = (Vec::new(), Time::ZERO, 0.0);
     if let Some(qs) = &sc.output.queues {
         if qs.interval == Time::ZERO {
             return Err("output.queues.interval: expected a positive duration like \"1us\"".into());
@@ -1177,28 +1238,34 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
             queue_ports.extend(ps.into_iter().filter(|p| !queue_ports.contains(p)).collect::<Vec<_>>());
         }
         let n = samples(queue_ports.len(), qs.interval);
+        queue_samples = n;
         if n > limits.samples as f64 {
             return Err(format!(
-                "output.queues.interval: sampling {} ports every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
-                queue_ports.len(),
+                "output.queues.interval: sampling {} every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
+                crate::words::count(queue_ports.len() as u64, "port", "ports"),
                 qs.interval,
                 limits.samples
             ));
         }
     }
-    let (mut cwnd_flows, mut cwnd_interval) = (None, Time::ZERO);
+    let (mut cwnd_flows, mut cwnd_interval, mut cwnd_samples) = (None, Time::ZERO, 0.0);
     if let Some(cs) = &sc.output.cwnd {
         if cs.interval == Time::ZERO {
             return Err("output.cwnd.interval: expected a positive duration like \"10us\"".into());
         }
         if let Some(&bad) = cs.flows.iter().find(|&&f| f as usize >= flows.len()) {
-            return Err(format!("output.cwnd.flows: flow {bad} does not exist; the scenario has {} flows", flows.len()));
+            return Err(format!(
+                "output.cwnd.flows: flow {bad} does not exist; the scenario has {}",
+                crate::words::count(flows.len() as u64, "flow", "flows")
+            ));
         }
         let sampled = if cs.flows.is_empty() { flows.len() } else { cs.flows.len() };
         let n = samples(sampled, cs.interval);
+        cwnd_samples = n;
         if n > limits.samples as f64 {
             return Err(format!(
-                "output.cwnd.interval: sampling {sampled} flows every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
+                "output.cwnd.interval: sampling {} every {} for {horizon} makes {n:.0} samples, above limits.samples = {}; sample less often or raise the limit",
+                crate::words::count(sampled as u64, "flow", "flows"),
                 cs.interval,
                 limits.samples
             ));
@@ -1209,7 +1276,19 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
     if let Some(t) = &sc.output.telemetry {
         flow_ids_exist(&t.flows, "output.telemetry.flows", flows.len(), !apps.is_empty(), limits)?;
     }
-    Ok(Parts {
+    // A capture keeps at most max_packets, and no more than each data segment and its ACK at
+    // each place it looks (a captured port, or the senders of captured flows).
+    let captured = capture.as_ref().map_or(0, |c| {
+        let places = c.ports.iter().filter(|&&p| p).count() as u64 + u64::from(!c.flows.is_empty());
+        let segments: Option<u64> = flows.iter().map(|f| f.size.map(|s| s.div_ceil(sc.transport.mss()))).sum();
+        match segments {
+            Some(s) if apps.is_empty() => c.max_packets.min(2 * s * places),
+            _ => c.max_packets,
+        }
+    });
+    let footprint = Footprint::new(&flows, most_made.1, &host_rates, &sc.transport, queue_samples, cwnd_samples, captured);
+    footprint.within(limits.memory.map(|b| b.0))?;
+    let parts = Parts {
         seed: sc.sim.seed,
         duration: sc.sim.duration,
         stop_when_done: sc.sim.stop_when_done,
@@ -1233,7 +1312,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<Parts, String> 
         int,
         capture,
         telemetry: sc.output.telemetry.as_ref().map(|t| (t.interval, (!t.flows.is_empty()).then(|| t.flows.clone()))),
-    })
+    };
+    Ok((parts, footprint))
 }
 
 /// The circuit side of an `rdcn` network (absent elsewhere, where a `[circuit]` table is an error).
@@ -1323,19 +1403,21 @@ fn flow_ids_exist(ids: &[u32], key: &str, known: usize, apps: bool, limits: &Lim
             bound.saturating_sub(1)
         )),
         Some(i) => Err(format!(
-            "{key}[{i}]: flow {} does not exist; the scenario has {known} flows (ids 0 to {})",
+            "{key}[{i}]: flow {} does not exist; the scenario has {} (ids 0 to {})",
             ids[i],
+            crate::words::count(known as u64, "flow", "flows"),
             known.saturating_sub(1)
         )),
     }
 }
 
-/// Every link must carry at least one full frame within the run, or nothing it reports means much.
-fn slow_links(graph: &Graph, kind: &str, mtu: u64, duration: Time) -> Result<(), String> {
+/// Every link must carry at least one full frame of `frame` bytes within the run, or nothing it
+/// reports means much.
+fn slow_links(graph: &Graph, kind: &str, frame: u64, duration: Time) -> Result<(), String> {
     let hosts = graph.hosts();
     for l in &graph.links {
-        let frame = l.rate.tx_time(mtu);
-        if frame <= duration {
+        let takes = l.rate.tx_time(frame);
+        if takes <= duration {
             continue;
         }
         let host_link = hosts.contains(&l.a) || hosts.contains(&l.b);
@@ -1347,7 +1429,7 @@ fn slow_links(graph: &Graph, kind: &str, mtu: u64, duration: Time) -> Result<(),
             _ => "topology.agg_rate",
         };
         return Err(format!(
-            "{key}: at {} one {mtu}-byte frame takes {frame}, longer than the whole run (sim.duration = {duration}); use a faster link or a longer run",
+            "{key}: at {} one full {frame}-byte frame takes {takes}, longer than the whole run (sim.duration = {duration}); use a faster link or a longer run",
             l.rate
         ));
     }
@@ -1398,6 +1480,18 @@ mod tests {
         assert_eq!(cfg.shift, vec![3, 3, 2, 1, 0]);
         let fixed = PfcTable { enabled: true, ..PfcTable::default() }.settings(1538, Rate::gbps(100)).unwrap().unwrap()(&ports);
         assert_eq!(fixed.shift, vec![3; 5], "off by default");
+    }
+
+    #[test]
+    fn a_key_is_found_on_its_own_line_or_the_nearest_one_above_it() {
+        let text = "[[workloads]]\nkind = \"flows\"\nsize = \"1KB\"\n\n[[workloads]]\nkind = \"bulk\"\nsize = 5\n\
+                    [classes.q]\ncc = \"dctcp\"\nparams = { gg = 1 }\n";
+        assert_eq!(line_of_key(text, "workloads[1].size"), Some(7), "the second entry's, not the first's");
+        assert_eq!(line_of_key(text, "workloads[0].size"), Some(3));
+        assert_eq!(line_of_key(text, "workloads[1]"), Some(5), "the entry's header");
+        assert_eq!(line_of_key(text, "workloads[1].cc"), Some(5), "a key the entry lacks: its header");
+        assert_eq!(line_of_key(text, "classes.q.params.gg"), Some(10), "inside an inline table: its line");
+        assert_eq!(line_of_key(text, "classes.q.cc"), Some(9));
     }
 
     #[test]

@@ -180,16 +180,18 @@ impl fmt::Display for Rate {
     }
 }
 
-/// A size in bytes, parsed from "9KB" (decimal units) or "32MiB" (binary units) or a bare integer.
+/// A size in bytes, parsed from "9KB" (decimal units), "32MiB" (binary units) or "1500B": always
+/// with a unit, as durations and rates are, so that `k = 40` is not silently 40 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub u64);
 
 impl Bytes {
-    /// Parses "1500", "1500B", "9KB", "32MB", "1GB", "64KiB", "16MiB".
+    /// Parses "1500B", "9KB", "32MB", "1GB", "64KiB", "16MiB".
     pub fn parse(s: &str) -> Result<Bytes, String> {
         let (num, unit) = split_unit(s);
         let scale = match unit {
-            "" | "B" => 1,
+            "" if !num.is_empty() => return Err(format!("expected a size with a unit (B, KB, MB, GB, KiB, MiB, GiB), like \"{num}KB\" or \"{num}B\"; got \"{s}\"")),
+            "B" => 1,
             "KB" | "kB" => 1_000,
             "MB" => 1_000_000,
             "GB" => 1_000_000_000,
@@ -322,14 +324,18 @@ impl<'de, T> de::Visitor<'de> for UnitVisitor<T> {
 
 const DURATION_WORDS: &str = "a duration with a unit, like \"10us\" or \"2.5ms\"";
 const RATE_WORDS: &str = "a rate with a unit, like \"100Gbps\"";
-const SIZE_WORDS: &str = "a size like \"9KB\" or a whole number of bytes like 1500";
+const SIZE_WORDS: &str = "a size with a unit, like \"9KB\" or \"1500B\"";
 
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(UnitVisitor {
             expected: DURATION_WORDS,
             parse: Time::parse,
-            int: |i| if i == 0 { Ok(Time::ZERO) } else { Err(format!("expected {DURATION_WORDS}; got the number {i}")) },
+            int: |i| match i {
+                0 => Ok(Time::ZERO),
+                i if i < 0 => Err(format!("expected a non-negative duration like \"2.5ms\"; got the number {i}")),
+                i => Err(format!("expected a duration with a unit; got the number {i}: write \"{i}us\", \"{i}ms\" or another unit (ps, ns, us, ms, s)")),
+            },
         })
     }
 }
@@ -357,16 +363,20 @@ impl<'de> Deserialize<'de> for Bytes {
         d.deserialize_any(UnitVisitor {
             expected: SIZE_WORDS,
             parse: Bytes::parse,
-            int: |i| match u64::try_from(i) {
-                Ok(b) => Bytes(b).within_limit(),
-                Err(_) => Err(format!("expected a non-negative size like \"9KB\" or 1500; got {i}")),
+            // A bare number is refused (but 0, which is 0 in any unit), as for durations: is
+            // `k = 40` 40 bytes or 40 KB?
+            int: |i| match i {
+                0 => Ok(Bytes(0)),
+                i if i < 0 => Err(format!("expected a non-negative size like \"9KB\"; got the number {i}")),
+                i => Err(format!("expected a size with a unit; got the number {i}: write \"{i}KB\", \"{i}B\" or another unit (B, KB, MB, GB, KiB, MiB, GiB)")),
             },
         })
     }
 }
 impl Serialize for Bytes {
+    /// As written in scenarios ("1500B"), so a resolved scenario reads back as one.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
+        s.serialize_str(&self.to_string())
     }
 }
 
@@ -395,6 +405,7 @@ mod tests {
         assert_eq!(Bytes::parse("32MB").unwrap(), Bytes(32_000_000));
         assert_eq!(Bytes::parse("9KB").unwrap(), Bytes(9_000));
         assert_eq!(Bytes::parse("64KiB").unwrap(), Bytes(65_536));
+        assert_eq!(Bytes::parse("1500B").unwrap(), Bytes(1500));
         assert!(Bytes::parse("-5KB").is_err());
     }
 
@@ -426,6 +437,26 @@ mod tests {
         assert_eq!(Rate(1).tx_time(Bytes::INPUT_MAX.0), Time::MAX);
         // The largest input size at 8 Gb/s takes exactly the largest input time.
         assert_eq!(Rate(8_000_000_000).tx_time(Bytes::INPUT_MAX.0), Time::INPUT_MAX);
+    }
+
+    #[test]
+    fn sizes_need_a_unit_as_durations_do() {
+        #[derive(Debug, Deserialize, Serialize)]
+        struct S {
+            b: Bytes,
+        }
+        let e = toml::from_str::<S>("b = 40").unwrap_err().message().to_string();
+        assert!(e.contains("got the number 40") && e.contains("\"40KB\""), "{e}");
+        let e = toml::from_str::<S>("b = \"1500\"").unwrap_err().message().to_string();
+        assert!(e.contains("with a unit") && e.contains("\"1500B\""), "{e}");
+        assert_eq!(toml::from_str::<S>("b = 0").unwrap().b, Bytes(0), "0 is 0 in any unit, as for durations");
+        assert_eq!(toml::from_str::<S>("b = \"1500B\"").unwrap().b, Bytes(1500));
+        // Written back as a scenario states it, so a resolved scenario reads again.
+        let text = toml::to_string(&S { b: Bytes(40_000) }).unwrap();
+        assert_eq!(text.trim(), "b = \"40000B\"");
+        assert_eq!(toml::from_str::<S>(&text).unwrap().b, Bytes(40_000));
+        let e = toml::from_str::<S>("b = -3").unwrap_err().message().to_string();
+        assert!(e.contains("non-negative") && e.contains("-3"), "{e}");
     }
 
     #[test]

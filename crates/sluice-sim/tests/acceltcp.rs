@@ -34,7 +34,7 @@ handshake = true
 time_wait = "50us"
 [[workloads]]
 kind = "flows"
-flows = [{{ src = 1, dst = 0, size = 100, start = "0us" }}]
+flows = [{{ src = 1, dst = 0, size = "100B", start = "0us" }}]
 [cpu]
 hosts = [0]
 [offload]
@@ -417,7 +417,7 @@ fn a_lazy_tcb_costs_a_quasi_tcb_until_a_second_request_arrives() {
     assert_eq!(one.flows()[0].bytes_delivered(), 100);
     assert_eq!(cycles(&one, Op::Accept), costs.quasi_tcb);
     // Data past the first segment is a second request: the full TCB is created then.
-    let more = run_text(&one_connection(true, "lazy_tcb = true").replace("size = 100", "size = 4000"), &[]);
+    let more = run_text(&one_connection(true, "lazy_tcb = true").replace("size = \"100B\"", "size = \"4000B\""), &[]);
     assert_eq!(more.flows()[0].bytes_delivered(), 4000);
     assert_eq!(cycles(&more, Op::Accept), costs.quasi_tcb + costs.accept);
     // Without it, the full TCB at the handshake, as before.

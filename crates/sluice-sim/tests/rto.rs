@@ -52,7 +52,7 @@ fn tail_drops_are_recovered_by_rto_no_earlier_than_rto_min() {
 
 #[test]
 fn lossless_run_has_no_timeouts_and_ideal_single_packet_fct() {
-    let text = INCAST.replace("buffer = \"30KB\"", "buffer = \"1MB\"").replace("size = \"20KB\"", "size = 1000");
+    let text = INCAST.replace("buffer = \"30KB\"", "buffer = \"1MB\"").replace("size = \"20KB\"", "size = \"1000B\"");
     let world = run_text(&text, &[]);
     assert_eq!(world.counters().drops(), 0);
     for f in world.flows() {

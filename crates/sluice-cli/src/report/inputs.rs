@@ -50,9 +50,10 @@ pub struct RequestSample {
 pub struct QueueSample {
     pub t_ns: f64,
     pub node: String,
+    /// The port by the name scenarios use (`sw0->h2`); in files of older versions, the node's port
+    /// number, with the name in `link`.
     pub port: String,
     pub bytes: f64,
-    /// The port by the name scenarios use (`sw0->h2`); absent in files of older versions.
     #[serde(default)]
     pub link: Option<String>,
 }
@@ -64,11 +65,13 @@ impl QueueSample {
     }
 }
 
-/// A port's name for legends and tables: the scenario's `sw0->h2` where the file has it.
+/// A port's name for legends and tables: the scenario's `sw0->h2`, from `port` or, in files of
+/// older versions, `link`.
 pub fn port_label(node: &str, port: &str, link: Option<&str>) -> String {
     match link {
         Some(l) if !l.is_empty() => l.to_string(),
-        _ => format!("{node} port {port}"),
+        _ if port.parse::<u32>().is_ok() => format!("{node} port {port}"),
+        _ => port.to_string(),
     }
 }
 
@@ -107,10 +110,10 @@ pub struct FctBucket {
 #[derive(Debug, Deserialize)]
 pub struct PortUtilization {
     pub node: String,
+    /// The port by name, or in files of older versions its number with the name in `link`.
     pub port: String,
     pub tx_bytes: f64,
     pub utilization: f64,
-    /// The port by the name scenarios use; absent in files of older versions.
     #[serde(default)]
     pub link: Option<String>,
 }
@@ -205,7 +208,7 @@ const QUEUES: Spec = Spec {
     columns: &[
         ("t_ns", NUM_NS),
         ("node", "a node name"),
-        ("port", "a port number"),
+        ("port", "a port name like sw0->h2"),
         ("bytes", "a queue depth in bytes (a number)"),
     ],
     exact_prefix: false,
@@ -240,7 +243,7 @@ const UTILIZATION: Spec = Spec {
     file: "utilization.csv",
     columns: &[
         ("node", "a node name"),
-        ("port", "a port number"),
+        ("port", "a port name like sw0->h2"),
         ("tx_bytes", "a byte count (a number)"),
         ("utilization", "a fraction of line rate (a number, 1 = line rate)"),
     ],

@@ -13,7 +13,7 @@ use std::path::Path;
 pub fn run(dir: &Path) -> Result<()> {
     if sweep::is_store(dir) {
         let (path, n) = sweep::run(dir)?;
-        println!("{} ({n} plots)", path.display());
+        println!("{} ({})", path.display(), sluice_sim::words::count(n as u64, "plot", "plots"));
         return Ok(());
     }
     let inputs = inputs::Inputs::load(dir)?;
@@ -26,6 +26,6 @@ pub fn run(dir: &Path) -> Result<()> {
     let page = html::render(&inputs, &figures, &notes);
     let path = dir.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("{}: cannot write", path.display()))?;
-    println!("{} ({} plots)", path.display(), figures.len());
+    println!("{} ({})", path.display(), sluice_sim::words::count(figures.len() as u64, "plot", "plots"));
     Ok(())
 }

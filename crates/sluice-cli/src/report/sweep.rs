@@ -71,7 +71,9 @@ fn read(dir: &Path) -> Result<(SweepSpec, Vec<Cell>)> {
     let headers = r.headers().with_context(|| format!("{}: no header line", path.display()))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name);
     let need = |name: &str| col(name).ok_or_else(|| anyhow!("{}: no column `{name}`", path.display()));
-    let key_cols = spec.grid.keys().map(|k| need(k)).collect::<Result<Vec<_>>>()?;
+    // A key whose values carried units is typed in its own column and written as given in
+    // `<key>:text`, which labels read better ("20KB", not 20000).
+    let key_cols = spec.grid.keys().map(|k| need(&format!("{k}:text")).or_else(|_| need(k))).collect::<Result<Vec<_>>>()?;
     let metric_cols = spec
         .metrics
         .iter()

@@ -330,9 +330,15 @@ pub fn known_names() -> String {
     REGISTRY.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
 }
 
+/// Why `name` names no algorithm: the names there are, and the one it most likely meant.
+pub fn unknown(name: &str) -> String {
+    let names = REGISTRY.iter().flat_map(|a| std::iter::once(a.name).chain(a.aliases.iter().copied()));
+    format!("unknown congestion control \"{name}\"; expected one of: {}{}", known_names(), crate::words::did_you_mean(name, names))
+}
+
 /// Validates `params` for algorithm `name` and returns a per-flow constructor.
 pub fn factory(name: &str, params: &toml::Table) -> Result<CcFactory, String> {
-    let info = lookup(name).ok_or_else(|| format!("unknown congestion control \"{name}\"; expected one of: {}", known_names()))?;
+    let info = lookup(name).ok_or_else(|| unknown(name))?;
     (info.build)(params)
 }
 
@@ -341,10 +347,11 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(params: &toml::Table)
     let v = toml::Value::Table(params.clone());
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
+        let msg = crate::scenario::in_words(e.inner().message().trim());
         if path == "." || path.is_empty() {
-            e.inner().to_string()
+            msg
         } else {
-            format!("{path}: {}", e.inner())
+            format!("{path}: {msg}")
         }
     })
 }

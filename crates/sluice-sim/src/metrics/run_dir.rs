@@ -177,7 +177,7 @@ fn fallbacks(world: &World) -> Vec<String> {
             .filter(|(_, n)| **n > 0)
             .map(|(label, n)| {
                 let (what, key) = fallback_reason(label);
-                format!("{what} ({label}: {n} flows; see {key})")
+                format!("{what} ({label}: {}; see {key})", crate::words::count(*n, "flow", "flows"))
             })
             .collect();
         out.push(format!(
@@ -222,16 +222,20 @@ fn unused_classes(world: &World) -> Option<String> {
     })
 }
 
-/// What `sluice check` says about a valid scenario: what it builds.
-pub fn describe(loaded: &LoadedScenario, world: &World) -> String {
+/// What `sluice check` says about a valid scenario: what it builds, and about how much memory its
+/// flows and samples take in a run.
+pub fn describe(checked: &crate::check::Checked) -> String {
+    use crate::words::count;
+    let world = &checked.world;
     let nodes = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len();
     let classes: Vec<String> = world.classes().iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
     format!(
-        "{}: ok — {} hosts, {} switches, {} flows; classes: {}",
-        loaded.file,
-        world.host_count(),
-        nodes - world.host_count(),
-        world.flows().len(),
-        classes.join(", ")
+        "{}: ok — {}, {}, {}; classes: {}; its flows and samples take about {} of memory",
+        checked.loaded.file,
+        count(world.host_count() as u64, "host", "hosts"),
+        count((nodes - world.host_count()) as u64, "switch", "switches"),
+        count(world.flows().len() as u64, "flow", "flows"),
+        classes.join(", "),
+        crate::words::bytes(checked.memory)
     )
 }

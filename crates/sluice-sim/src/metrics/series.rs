@@ -27,20 +27,14 @@ pub fn write_ports_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
-/// Writes `queues.csv` (`t_ns,node,port,bytes,link`): `port` is the node's port number and
-/// `link` the port by name (`sw6->h13`), as in ports.csv.
+/// Writes `queues.csv` (`t_ns,node,port,bytes`): `port` names the port as ports.csv and
+/// scenarios do (`sw6->h13`).
 pub fn write_queues_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     let mut w = csv_writer(out);
-    w.write_record(["t_ns", "node", "port", "bytes", "link"])?;
+    w.write_record(["t_ns", "node", "port", "bytes"])?;
     for s in world.queue_samples() {
         let port = &world.ports()[s.port as usize];
-        w.write_record([
-            ns(s.t),
-            world.node_name(port.node).to_string(),
-            port.local.to_string(),
-            s.bytes.to_string(),
-            port_name(world, s.port),
-        ])?;
+        w.write_record([ns(s.t), world.node_name(port.node).to_string(), port_name(world, s.port), s.bytes.to_string()])?;
     }
     w.flush()
 }
@@ -66,12 +60,12 @@ pub fn write_requests_csv(world: &World, out: &mut dyn Write) -> io::Result<()> 
     w.flush()
 }
 
-/// Writes `pfc.csv` (`link,priority,pauses_sent,pauses_received,paused_ns`): for every port and
+/// Writes `pfc.csv` (`port,priority,pauses_sent,pauses_received,paused_ns`): for every port and
 /// priority that sent or honoured a PAUSE, the PAUSE frames the port sent upstream (for its own
 /// ingress), those it received, and the time it held that priority back.
 pub fn write_pfc_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     let mut w = csv_writer(out);
-    w.write_record(["link", "priority", "pauses_sent", "pauses_received", "paused_ns"])?;
+    w.write_record(["port", "priority", "pauses_sent", "pauses_received", "paused_ns"])?;
     for (i, p) in world.ports().iter().enumerate() {
         for prio in 0..crate::net::pfc::PRIORITIES as u8 {
             let (sent, received) = (p.pause.sent(prio), p.pause.received(prio));
@@ -89,18 +83,17 @@ pub fn write_pfc_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     w.flush()
 }
 
-/// Writes `utilization.csv` (`node,port,tx_bytes,utilization,link`): every port's bytes sent over
-/// the run and their share of its line rate; `link` names the port as ports.csv does.
+/// Writes `utilization.csv` (`node,port,tx_bytes,utilization`): every port, by name as in
+/// ports.csv, with its bytes sent over the run and their share of its line rate.
 pub fn write_utilization_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
     let mut w = csv_writer(out);
-    w.write_record(["node", "port", "tx_bytes", "utilization", "link"])?;
+    w.write_record(["node", "port", "tx_bytes", "utilization"])?;
     for (i, p) in world.ports().iter().enumerate() {
         w.write_record([
             world.node_name(p.node).to_string(),
-            p.local.to_string(),
+            port_name(world, i as u32),
             p.tx_bytes.to_string(),
             format!("{:.4}", p.utilization(world.now())),
-            port_name(world, i as u32),
         ])?;
     }
     w.flush()

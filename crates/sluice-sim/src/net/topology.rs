@@ -69,7 +69,7 @@ const MAX_ROUTE_ENTRIES: u64 = 1 << 28;
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyConfig {
-    /// One of "star", "dumbbell", "leaf_spine", "fat_tree", "hpcc_file".
+    /// One of [`KINDS`].
     pub kind: String,
     /// star: number of hosts.
     pub hosts: Option<u32>,
@@ -135,10 +135,11 @@ pub struct TopologyConfig {
     pub circuit_delay: Option<Time>,
 }
 
-const KINDS: &str = "\"star\", \"dumbbell\", \"leaf_spine\", \"fat_tree\", \"rdcn\", \"hpcc_file\"";
+/// Every `topology.kind`, in the order `sluice list` shows them.
+pub const KINDS: &[&str] = &["star", "dumbbell", "leaf_spine", "fat_tree", "rdcn", "hpcc_file"];
 
 /// The keys each kind accepts besides `kind`, space-separated.
-fn keys_of(kind: &str) -> Option<&'static str> {
+pub fn keys_of(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "star" => "hosts host_rate host_delay host_loss",
         "dumbbell" => "left right host_rate host_delay host_loss core_rate core_delay core_loss",
@@ -169,7 +170,10 @@ impl TopologyConfig {
     pub fn build(&self, base_dir: &Path) -> Result<Graph, String> {
         let kind = self.kind.as_str();
         let allowed =
-            keys_of(kind).ok_or_else(|| format!("topology.kind: unknown kind \"{kind}\"; expected one of {KINDS}"))?;
+            keys_of(kind).ok_or_else(|| {
+                let kinds: Vec<String> = KINDS.iter().map(|k| format!("\"{k}\"")).collect();
+                format!("topology.kind: unknown kind \"{kind}\"; expected one of {}{}", kinds.join(", "), crate::words::did_you_mean(kind, KINDS.iter().copied()))
+            })?;
         if let Some(key) = self.set_keys().into_iter().find(|k| !allowed.split(' ').any(|a| a == *k)) {
             return Err(format!(
                 "topology.{key}: not a key of kind = \"{kind}\" (its keys: {})",
