@@ -372,15 +372,15 @@ fn sweep_reports_show_a_table_and_titled_plots_in_chromium() {
     let Some(browser) = chromium("sweep_reports_show_a_table_and_titled_plots_in_chromium") else { return };
     let short = [("workloads.0.duration", "1ms")];
     let mut runs = BTreeMap::new();
-    // Algorithms are categories (bars); ECN thresholds in bytes are numbers (points on a line).
+    // Algorithms are categories (bars); ECN thresholds are sizes, numbers (points on a line).
     let by_cc = tempfile::tempdir().unwrap();
     let cc_grid = [
         ("classes.default.cc", vec![json!("cubic"), json!("dctcp")]),
-        ("switch.ecn.k", vec![json!(20000), json!(100000)]),
+        ("switch.ecn.k", vec![json!("20KB"), json!("100KB")]),
     ];
     let cc_means = store(by_cc.path(), &cc_grid, &short, &mut runs);
     let by_k = tempfile::tempdir().unwrap();
-    let k_grid = [("switch.ecn.k", vec![json!(20000), json!(60000), json!(100000)])];
+    let k_grid = [("switch.ecn.k", vec![json!("20KB"), json!("60KB"), json!("100KB")])];
     store(by_k.path(), &k_grid, &[short[0], ("classes.default.cc", "dctcp")], &mut runs);
 
     for (dir, name, x_key, cells) in
@@ -412,7 +412,7 @@ fn sweep_reports_show_a_table_and_titled_plots_in_chromium() {
         assert_eq!(rows[0], json!(headings), "{name}");
         if name == "sweep-cc" {
             // Each cell's mean in its row, to 4 significant digits, and the seeds it is over.
-            assert_eq!((rows[2][0].as_str(), rows[2][1].as_str()), (Some("cubic"), Some("20000")));
+            assert_eq!((rows[2][0].as_str(), rows[2][1].as_str()), (Some("cubic"), Some("20KB")));
             for (row, means) in rows[2..].iter().zip(&cc_means) {
                 let shown: f64 = row[2].as_str().unwrap().parse().unwrap();
                 assert!(

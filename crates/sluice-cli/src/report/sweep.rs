@@ -184,12 +184,25 @@ fn file_name(spec: &str, taken: &[String]) -> String {
     name
 }
 
-/// The x axis for the first grid key's values, in the grid's order: numbers at themselves (on a
-/// log scale when they span two decades), anything else a category at 0, 1, …, each tick
-/// labelled with the value as the grid gives it.
+/// A grid value as a number: itself, or a size, rate or duration with its unit ("20KB" is
+/// 20,000 bytes, "10Gbps" 10^10 bit/s, "5us" 5,000,000 ps).
+fn grid_number(v: &str) -> Option<f64> {
+    let v = v.trim();
+    let x = v.parse::<f64>().ok().or_else(|| {
+        sluice_sim::time::Bytes::parse(v)
+            .map(|b| b.0 as f64)
+            .or_else(|_| sluice_sim::time::Rate::parse(v).map(|r| r.0 as f64))
+            .or_else(|_| sluice_sim::time::Time::parse(v).map(|t| t.0 as f64))
+            .ok()
+    })?;
+    x.is_finite().then_some(x)
+}
+
+/// The x axis for the first grid key's values, in the grid's order: numbers (sizes, rates and
+/// durations too) at themselves (on a log scale when they span two decades), anything else a
+/// category at 0, 1, …, each tick labelled with the value as the grid gives it.
 fn grid_axis(values: &[String]) -> TickAxis {
-    let numbers: Option<Vec<f64>> =
-        values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect();
+    let numbers: Option<Vec<f64>> = values.iter().map(|v| grid_number(v)).collect();
     let labels = values.to_vec();
     let Some(xs) = numbers else {
         return TickAxis {
@@ -314,7 +327,7 @@ fn draw(spec: &SweepSpec, cells: &[Cell], metric: usize) -> Result<(Vec<u8>, Axe
                     if bars {
                         p.0 as f64 - 0.4 + width * (i as f64 + 0.5)
                     } else {
-                        xs[p.0].trim().parse::<f64>().unwrap_or(p.0 as f64)
+                        grid_number(&xs[p.0]).unwrap_or(p.0 as f64)
                     }
                 };
                 let drawn = if bars {
@@ -480,9 +493,14 @@ mod tests {
     #[test]
     fn numbers_are_positions_and_anything_else_a_category() {
         use plotters::coord::ranged1d::{Ranged, ValueFormatter};
-        let a = grid_axis(&["20KB".into(), "60KB".into()]);
+        let a = grid_axis(&["cubic".into(), "dctcp".into()]);
         assert!(a.categorical && a.ticks == [0.0, 1.0]);
-        assert_eq!(a.format_ext(&1.0), "60KB");
+        assert_eq!(a.format_ext(&1.0), "dctcp");
+        // Sizes, rates and durations are numbers in their base unit, labelled as given.
+        let a = grid_axis(&["20KB".into(), "60KB".into()]);
+        assert!(!a.categorical && a.ticks == [20_000.0, 60_000.0]);
+        assert_eq!(a.format_ext(&60_000.0), "60KB");
+        assert_eq!(grid_axis(&["10Gbps".into(), "5us".into()]).ticks, [1e10, 5e6]);
         let a = grid_axis(&["0.2".into(), "0.5".into(), "0.3".into()]);
         assert!(!a.categorical && !a.log && a.ticks == [0.2, 0.5, 0.3]);
         // Positions are proportional: 0.3 sits a third of the way from 0.2 to 0.5.
