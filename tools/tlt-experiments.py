@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import matplotlib
+import pandas as pd
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -65,6 +66,12 @@ def run(scenario: str, grid: dict, fixed: dict, metrics: list, store: Path, seed
     return s.aggregated
 
 
+def half_ci(row, metric: str) -> float:
+    """Half the 95% confidence interval, 0 where one seed gives none (the interval is missing)."""
+    lo, hi = row[f"{metric}:ci_lo"], row[f"{metric}:ci_hi"]
+    return 0.0 if pd.isna(lo) or pd.isna(hi) else float(hi - lo) / 2
+
+
 def cell(row, metric: str) -> str:
     mean, lo, hi = row[f"{metric}:mean"], row[f"{metric}:ci_lo"], row[f"{metric}:ci_hi"]
     return f"{mean:.0f}" if row[f"{metric}:n"] < 2 else f"{mean:.0f} ± {(hi - lo) / 2:.0f}"
@@ -108,8 +115,8 @@ def leafspine(store: Path, variants: list, prefix: str, figure: str, title: str,
         r = run(scenario, {"workloads.0.load": [load]}, fixed, metrics, store / f"{prefix}-{name}", seeds).iloc[0]
         pauses = f"{r['pfc_pauses:mean']:.0f}" if "pfc.enabled" in fixed else "-"
         print(f"| {label} | {cell(r, fg)} | {cell(r, bg)} | {r['timeouts:mean']:.0f} | {pauses} |")
-        ax.errorbar(r[bg + ":mean"], r[fg + ":mean"], xerr=(r[bg + ":ci_hi"] - r[bg + ":ci_lo"]) / 2,
-                    yerr=(r[fg + ":ci_hi"] - r[fg + ":ci_lo"]) / 2, marker="o", capsize=3, label=label, linestyle="none")
+        ax.errorbar(r[bg + ":mean"], r[fg + ":mean"], xerr=half_ci(r, bg), yerr=half_ci(r, fg), marker="o", capsize=3,
+                    label=label, linestyle="none")
     ax.set(xlabel="background mean FCT (us)", ylabel="foreground p99.9 FCT (us)", title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
