@@ -839,7 +839,7 @@ impl World {
 
     /// True if node `n` is a switch.
     pub fn is_switch(&self, n: u32) -> bool {
-        matches!(self.net.roles[n as usize], Role::Switch(_))
+        self.net.is_switch(n)
     }
     /// Number of hosts.
     pub fn host_count(&self) -> usize {

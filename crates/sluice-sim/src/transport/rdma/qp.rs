@@ -307,11 +307,6 @@ impl QueuePair {
         self.responder.hops_held.is_some()
     }
 
-    /// The rate the requester sends at: the algorithm's, or line rate.
-    pub fn rate(&self) -> Rate {
-        self.requester.rate()
-    }
-
     /// Starts the algorithm's tick, if it has one; the first packet may go at once.
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         self.requester.open(io, cx)
@@ -365,7 +360,7 @@ impl QueuePair {
 
 impl Requester {
     /// The rate the requester sends at: the algorithm's, or line rate.
-    pub fn rate(&self) -> Rate {
+    fn rate(&self) -> Rate {
         self.win.pacing_rate.unwrap_or(self.line_rate).min(self.line_rate)
     }
 
