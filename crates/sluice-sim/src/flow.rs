@@ -117,7 +117,7 @@ impl Flow {
 
     /// The TCP sender, while the connection lives.
     pub fn sender(&self) -> Option<&Sender> {
-        self.tcp().map(|c| &c.sender)
+        self.tcp().map(|c| &c.client.sender)
     }
 
     /// How connection-setup negotiation ended.
@@ -229,7 +229,7 @@ impl Flow {
             self.kept.tlt = t.tlt_counts();
             if let Some(c) = t.tcp() {
                 self.closed_at = c.closes_at();
-                let s = &c.sender;
+                let s = &c.client.sender;
                 self.kept.int_enabled = s.int_enabled();
                 self.kept.loss_probes = s.tlp.as_ref().map(|t| t.probes);
             }

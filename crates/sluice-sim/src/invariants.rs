@@ -87,7 +87,7 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
         // point and at the backend's above it.
         let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&w.flows()[b as usize])));
         let ends = match f.transport.as_ref() {
-            Some(Transport::Tcp(c)) => Some((c.receiver.rcv_nxt, c.sender.una)),
+            Some(Transport::Tcp(c)) => Some((c.server.receiver.rcv_nxt, c.client.sender.una)),
             Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),
             None => None,
         };

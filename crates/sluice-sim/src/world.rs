@@ -655,7 +655,7 @@ impl World {
                     if flow.size.is_some_and(|s| s > relay.header) {
                         // The client sends the header and waits for the proxy's `100 Continue`.
                         if let Some(c) = flow.tcp_mut() {
-                            c.sender.set_written(relay.header);
+                            c.client.sender.set_written(relay.header);
                         }
                     }
                 }
@@ -896,7 +896,7 @@ receiver = 1
         let mut world = crate::scenario::build(&loaded).unwrap();
         let ticks = Arc::new(AtomicU64::new(0));
         world.connect_now(0);
-        world.flows[0].tcp_mut().unwrap().sender.cc = Box::new(Ticker(ticks.clone()));
+        world.flows[0].tcp_mut().unwrap().client.sender.cc = Box::new(Ticker(ticks.clone()));
         world.run(&mut |_| {});
         // Ticks at 100, 200, ..., 900 us; the one at 1 ms comes after the end.
         assert_eq!(ticks.load(Ordering::Relaxed), 9);

@@ -66,15 +66,15 @@ fn a_syn_answered_by_the_nic_leaves_the_host_without_state_or_work() {
         let conn = world.flows()[0].tcp().expect("the connection");
         let setup = cycles(&world, Op::Setup);
         if offload {
-            assert_eq!(conn.server, State::Listen, "the host keeps no half-open connection");
+            assert_eq!(conn.server.state, State::Listen, "the host keeps no half-open connection");
             assert_eq!(setup + cycles(&world, Op::Rx), 0, "the host did no work for the SYN");
             assert_eq!(world.offloads()[0].as_ref().unwrap().counts.syn_cookies, 1);
         } else {
-            assert_eq!(conn.server, State::SynReceived, "the host stack holds a half-open connection");
+            assert_eq!(conn.server.state, State::SynReceived, "the host stack holds a half-open connection");
             assert_eq!(setup, CpuCosts::default().setup);
         }
         // The SYN-ACK reached the client either way; its ACK, the data and its FIN are on the wire.
-        assert_eq!(conn.client, State::FinWait1);
+        assert_eq!(conn.client.state, State::FinWait1);
     }
 }
 
@@ -93,7 +93,7 @@ fn a_handshake_through_the_nic_gives_a_working_connection_and_a_forged_ack_is_dr
         ..Packet::default()
     };
     world.inject(0, forged);
-    assert!(world.flows()[0].tcp().unwrap().server_listening(), "the forged ACK created nothing");
+    assert!(world.flows()[0].tcp().unwrap().server.listening(), "the forged ACK created nothing");
     world.run(&mut |_| {});
     world.check_conservation().unwrap();
     let counts = world.offloads()[0].as_ref().unwrap().counts;
@@ -101,7 +101,7 @@ fn a_handshake_through_the_nic_gives_a_working_connection_and_a_forged_ack_is_dr
     let flow = &world.flows()[0];
     assert_eq!(flow.bytes_delivered(), 100, "the real handshake's connection carried the data");
     assert!(flow.finish.is_some(), "and was acknowledged");
-    assert_eq!(flow.tcp().map(|c| c.client), Some(State::TimeWait), "the client got the NIC's FIN");
+    assert_eq!(flow.tcp().map(|c| c.client.state), Some(State::TimeWait), "the client got the NIC's FIN");
     // The host's work: the data segment only (its TCB, the copy, the close handed over).
     assert_eq!(cycles(&world, Op::Setup), 0);
     assert_eq!(cycles(&world, Op::Accept), CpuCosts::default().accept);
@@ -136,7 +136,7 @@ fn the_nic_retransmits_a_lost_fin_and_the_client_sees_an_ordinary_close() {
     assert!(tx.len() > 1000);
     for f in &tx {
         assert!(f.answered.is_some(), "flow {} got no response", f.id);
-        let closed = f.closed_at.or_else(|| f.tcp().and_then(|c| c.time_wait_since));
+        let closed = f.closed_at.or_else(|| f.tcp().and_then(|c| c.client.time_wait_since));
         assert!(closed.is_some(), "flow {} did not close", f.id);
     }
     let early = world.requests().iter().filter(|r| r.start.0 < 10_000_000_000).count();

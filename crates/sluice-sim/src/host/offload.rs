@@ -16,7 +16,7 @@
 use super::splice::Splicer;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
-use crate::transport::tcp::TcpConnection;
+use crate::transport::tcp::{TcpClient, TcpConnection, TcpServer};
 use crate::transport::Io;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -153,20 +153,20 @@ impl Offload {
     /// which creates the connection as it takes the segment), and takes the client's ACK of a FIN
     /// the NIC owns. True when the NIC consumed the segment; its outcome is then in `io`.
     pub fn on_segment(&mut self, conn: &mut TcpConnection, pkt: &Packet, io: &mut Io, now: Time) -> bool {
-        if self.setup && conn.server_listening() {
+        if self.setup && conn.server.listening() {
             if pkt.is_syn() {
-                io.replies.push(conn.syn_ack(pkt, self.cookie(pkt, now)));
+                io.replies.push(conn.server.syn_ack(pkt, self.cookie(pkt, now)));
                 self.counts.syn_cookies += 1;
                 return true;
             }
             if !self.verify(pkt, now) {
                 return true;
             }
-            conn.accept_verified();
+            conn.server.accept_verified();
             return false;
         }
         if self.owns(pkt.flow) {
-            if conn.acks_server_fin(pkt) {
+            if conn.server.acks_fin(pkt) {
                 self.closed(pkt.flow);
                 conn.nic_closed(io);
             }
@@ -176,16 +176,16 @@ impl Offload {
         false
     }
 
-    /// The server's application closed `conn` (flow `flow`) with the FIN among `replies`, about
+    /// The application closed `server` (flow `flow`'s end) with the FIN among `replies`, about
     /// to go out: a NIC that offloads teardown takes the close over if its table has room (else
     /// the host keeps it). Returns the wheel tick to schedule, if one is needed.
-    pub fn hand_over(&mut self, conn: &mut TcpConnection, flow: u32, replies: &[Packet], now: Time) -> Option<Time> {
+    pub fn hand_over(&mut self, server: &mut TcpServer, flow: u32, replies: &[Packet], now: Time) -> Option<Time> {
         if !self.teardown {
             return None;
         }
         let fin = replies.iter().rev().find(|p| p.has(flags::FIN)).copied()?;
         let tick = self.take_close(flow, fin, now).ok()?;
-        conn.hand_over_close();
+        server.hand_over_close();
         tick
     }
 
@@ -249,13 +249,13 @@ impl Offload {
         self.counts.table_peak = self.counts.table_peak.max(used);
     }
 
-    /// A proxy asks to join its client connection `front` (a request of `size` bytes) and its
-    /// backend connection `back`, both established, at the client's next byte. True if the NIC
-    /// splices them. It does not when it does not splice at all, when a connection carries
-    /// options switches rewrite per hop (counted), when the request is all read or part of it
-    /// waits beyond a gap (the NIC could no longer hand those bytes to the host), or when the
-    /// table is full (a fallback). The host relays the ones it does not.
-    pub fn try_splice(&mut self, front: &TcpConnection, back: &TcpConnection, size: u64) -> bool {
+    /// A proxy asks to join its end of the client connection, `front` (a request of `size`
+    /// bytes), and its end of the backend connection, `back`, both established, at the client's
+    /// next byte. True if the NIC splices them. It does not when it does not splice at all, when
+    /// a connection carries options switches rewrite per hop (counted), when the request is all
+    /// read or part of it waits beyond a gap (the NIC could no longer hand those bytes to the
+    /// host), or when the table is full (a fallback). The host relays the ones it does not.
+    pub fn try_splice(&mut self, front: &TcpServer, back: &TcpClient, size: u64) -> bool {
         if !self.splice {
             return false;
         }

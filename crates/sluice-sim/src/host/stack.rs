@@ -205,7 +205,7 @@ impl Hosts {
         }
         let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
         let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
-        if let Some(at) = off.hand_over(conn, f, &self.io.replies, s.cx.now) {
+        if let Some(at) = off.hand_over(&mut conn.server, f, &self.io.replies, s.cx.now) {
             s.cx.schedule(at, Event::NicTick(h));
         }
     }
@@ -267,13 +267,13 @@ impl Hosts {
     pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut Stack) {
         let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front as usize].relay.as_deref() else { return };
         let (Some(fa), Some(fb)) = (s.flows[front as usize].tcp(), s.flows[b as usize].tcp()) else { return };
-        if fb.client != State::Established || fa.server != State::Established {
+        if fb.client.state != State::Established || fa.server.state != State::Established {
             return;
         }
         let size = s.flows[front as usize].size.unwrap_or(u64::MAX);
-        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(fa, fb, size));
+        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(&fa.server, &fb.client, size));
         let splicing = if spliced { Splicing::Spliced } else { Splicing::OnHost };
-        let go = (fa.receiver.rcv_nxt < size).then(|| fa.interim_response(CONTINUE_BYTES));
+        let go = (fa.server.receiver.rcv_nxt < size).then(|| fa.server.interim_response(CONTINUE_BYTES));
         if let Some(RelayEnd::Front { splicing: st, .. }) = s.flows[front as usize].relay.as_deref_mut() {
             *st = splicing;
         }
@@ -350,7 +350,7 @@ impl Hosts {
         if io.interim {
             // The server is ready for the rest: the client's application writes it.
             if let Some(t) = flow.tcp_mut() {
-                t.sender.set_written(u64::MAX);
+                t.client.sender.set_written(u64::MAX);
                 io.activate = true;
             }
         }

@@ -66,6 +66,10 @@ impl Caps {
     pub const PATH_ECN: u8 = 1 << 5;
     /// The receiver's stack supports TCP-INT (on the SYN-ACK).
     pub const PEER_INT: u8 = 1 << 6;
+    /// The client's algorithm wants each CE mark echoed on its own (DCTCP's receiver), on the
+    /// client's segments after the SYN: the server echoes marks as the algorithm negotiation
+    /// settled on asks.
+    pub const ECHO_EACH_MARK: u8 = 1 << 7;
 
     /// True if `bit` is set.
     #[inline]

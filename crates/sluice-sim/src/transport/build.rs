@@ -11,7 +11,7 @@ use crate::net::switch::IntStamping;
 use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};
 use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
-use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpConfig, TcpConnection};
+use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpConnection, TcpServer};
 use crate::transport::Transport;
 use crate::workload::FlowSpec;
 
@@ -116,13 +116,17 @@ impl TransportBuilder {
         };
         // A burst of two full frames lets the limiter keep a window-limited flow busy.
         let limiter = spec.qos.target_rate.map(|r| TokenBucket::new(r, 2 * self.tcp.frame(mss) as u64));
-        let mut conn = TcpConnection::new(&self.tcp, route, sender, int, proposal, limiter);
+        // The server starts out echoing marks as the class's algorithm asks; after negotiation,
+        // the client's segments say how.
+        let mut server = TcpServer::new(&self.tcp, route, sender.ecn_mode(), self.int.host_supports[spec.dst]);
         if let Some(r) = spec.response {
-            conn.set_response(r);
+            server.set_response(r);
         }
         if self.lazy_tcb.get(spec.dst).copied().unwrap_or(false) {
-            conn.set_lazy_tcb();
+            server.set_lazy_tcb();
         }
+        let client = TcpClient::new(&self.tcp, route, sender, int, proposal, limiter);
+        let conn = TcpConnection::new(client, server, self.tcp.handshake);
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
         flow.base_rtt = base_rtt;
         if let Some(s) = spec.size {

@@ -102,7 +102,7 @@ impl Transport {
     #[inline]
     pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
         match self {
-            Transport::Tcp(c) => c.next_packet(cx),
+            Transport::Tcp(c) => c.client.next_packet(cx),
             Transport::Rdma(c) => c.next_packet(cx),
         }
     }
@@ -111,7 +111,7 @@ impl Transport {
     #[inline]
     pub fn ready_at(&mut self, now: Time) -> Time {
         match self {
-            Transport::Tcp(c) => c.ready_at(now),
+            Transport::Tcp(c) => c.client.ready_at(now),
             Transport::Rdma(c) => c.ready_at(now),
         }
     }
@@ -120,7 +120,7 @@ impl Transport {
     #[inline]
     pub fn has_sendable(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.has_sendable(),
+            Transport::Tcp(c) => c.client.has_sendable(),
             Transport::Rdma(c) => c.has_sendable(),
         }
     }
@@ -136,7 +136,7 @@ impl Transport {
     /// Opens the connection (sends the SYN, or starts sending data without a handshake).
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         match self {
-            Transport::Tcp(c) => c.open(io, cx),
+            Transport::Tcp(c) => c.client.open(io, cx),
             Transport::Rdma(c) => c.open(io, cx),
         }
     }
@@ -144,7 +144,7 @@ impl Transport {
     /// How connection-setup negotiation ended.
     pub fn negotiation(&self) -> Negotiation {
         match self {
-            Transport::Tcp(c) => c.negotiation,
+            Transport::Tcp(c) => c.client.negotiation,
             // A queue pair has no handshake: it runs the class's algorithm as configured.
             Transport::Rdma(_) => Negotiation::NotNegotiated,
         }
@@ -177,7 +177,7 @@ impl Transport {
     /// The sender's window and its congestion controller.
     pub fn congestion(&self) -> (&Window, &dyn CongestionControl) {
         match self {
-            Transport::Tcp(c) => (&c.sender.win, c.sender.cc.as_ref()),
+            Transport::Tcp(c) => (&c.client.sender.win, c.client.sender.cc.as_ref()),
             Transport::Rdma(q) => (&q.requester.win, q.requester.cc.as_ref()),
         }
     }
@@ -185,7 +185,7 @@ impl Transport {
     /// The congestion controller, mutably (a probe may wrap it before the run).
     pub fn cc_mut(&mut self) -> &mut Box<dyn CongestionControl> {
         match self {
-            Transport::Tcp(c) => &mut c.sender.cc,
+            Transport::Tcp(c) => &mut c.client.sender.cc,
             Transport::Rdma(q) => &mut q.requester.cc,
         }
     }
@@ -198,7 +198,7 @@ impl Transport {
     /// Data packets resent.
     pub fn retransmits(&self) -> u64 {
         match self {
-            Transport::Tcp(c) => c.sender.retransmits,
+            Transport::Tcp(c) => c.client.sender.retransmits,
             Transport::Rdma(q) => q.requester.retransmits,
         }
     }
@@ -206,7 +206,7 @@ impl Transport {
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
         match self {
-            Transport::Tcp(c) => &c.sender.timeouts,
+            Transport::Tcp(c) => &c.client.sender.timeouts,
             Transport::Rdma(q) => &q.requester.timeouts,
         }
     }
@@ -214,7 +214,7 @@ impl Transport {
     /// TLT's counters, when the flow marks.
     pub fn tlt_counts(&self) -> Option<TltCounts> {
         match self {
-            Transport::Tcp(c) => c.sender.tlt.as_ref().map(|t| t.counts),
+            Transport::Tcp(c) => c.client.sender.tlt.as_ref().map(|t| t.counts),
             Transport::Rdma(q) => q.tlt_counts(),
         }
     }
@@ -222,7 +222,7 @@ impl Transport {
     /// Bytes the sender could put on the wire now (a host port's queue sample counts them).
     pub fn sendable_bytes(&self) -> u64 {
         match self {
-            Transport::Tcp(c) => c.sender.sendable_bytes(),
+            Transport::Tcp(c) => c.client.sender.sendable_bytes(),
             Transport::Rdma(q) => q.sendable_bytes(),
         }
     }
@@ -230,7 +230,7 @@ impl Transport {
     /// Whether the application appends messages to this connection.
     pub fn is_persistent(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.sender.is_persistent(),
+            Transport::Tcp(c) => c.client.sender.is_persistent(),
             Transport::Rdma(q) => q.is_persistent(),
         }
     }
@@ -238,7 +238,7 @@ impl Transport {
     /// Keeps the connection open between the messages the application appends.
     pub fn make_persistent(&mut self) {
         match self {
-            Transport::Tcp(c) => c.sender.make_persistent(),
+            Transport::Tcp(c) => c.client.sender.make_persistent(),
             Transport::Rdma(q) => q.make_persistent(),
         }
     }
@@ -248,8 +248,8 @@ impl Transport {
     pub fn append(&mut self, bytes: u64) -> (Option<u64>, bool) {
         match self {
             Transport::Tcp(c) => {
-                c.sender.append(bytes);
-                (c.sender.size(), c.sender.phase == tcp::Phase::Established)
+                c.client.sender.append(bytes);
+                (c.client.sender.size(), c.client.sender.phase == tcp::Phase::Established)
             }
             Transport::Rdma(q) => (Some(q.append(bytes)), true),
         }
@@ -258,7 +258,7 @@ impl Transport {
     /// Whether the receiving end holds a per-hop record stack it has not echoed.
     pub fn holds_hop_stack(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.receiver.hops_held.is_some(),
+            Transport::Tcp(c) => c.server.receiver.hops_held.is_some(),
             Transport::Rdma(q) => q.holds_hop_stack(),
         }
     }

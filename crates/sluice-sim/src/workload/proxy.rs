@@ -79,7 +79,7 @@ pub fn relay_step(flows: &mut [Flow], f: u32, h: u32, now: Time) -> Option<Relay
     match back {
         Some(b) => {
             if let Some(c) = flows[b as usize].tcp_mut() {
-                c.sender.set_written(got);
+                c.client.sender.set_written(got);
                 step.write = Some(b);
             }
         }
@@ -107,7 +107,7 @@ pub fn attach_backend(flows: &mut [Flow], front: u32, b: u32) {
     back.app = Some(app);
     back.relay = Some(Box::new(RelayEnd::Back { front }));
     if let Some(c) = back.tcp_mut() {
-        c.sender.set_written(got);
+        c.client.sender.set_written(got);
     }
     if let Some(RelayEnd::Front { back, .. }) = flows[front as usize].relay.as_deref_mut() {
         *back = Some(b);

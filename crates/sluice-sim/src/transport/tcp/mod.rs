@@ -1,21 +1,25 @@
 //! TCP: a sender with SACK loss recovery and RFC 6298 timers, a receiver with in-order
 //! reassembly, delayed ACK and ECN echo, and the configuration they share.
 
+mod client;
 mod connection;
 mod receiver;
 mod rate_sample;
 mod rto;
 mod sack;
 mod sender;
+mod server;
 mod tlp;
 mod tlt;
 
-pub use connection::{IntStacks, Proposal, Route, State, TcpConnection};
+pub use client::{Proposal, TcpClient};
+pub use connection::{IntStacks, Route, State, TcpConnection};
 pub use receiver::{AckPlan, Receiver};
 pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;
 pub use sack::RangeSet;
 pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};
+pub use server::{TcpServer, FIN_TRIES};
 pub use tlp::TailLossProbe;
 pub use tlt::{TltCounts, TltSender};
 
