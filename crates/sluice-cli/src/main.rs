@@ -237,6 +237,12 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
             packets / wall.max(1e-9) / 1e6,
             peak_memory().unwrap_or_else(|| "unknown".into())
         );
+        let parts = world.partitions();
+        match (parts.lookahead, parts.note) {
+            (Some(l), _) => eprintln!("{} partitions, {l} lookahead (the smallest delay of a link between them)", parts.count),
+            (None, Some(why)) => eprintln!("one partition: {why}"),
+            (None, None) => eprintln!("one partition"),
+        }
         // What the scenario is about (its mechanisms' figures), then its traffic.
         for line in sluice_sim::metrics::headline(&summary) {
             eprintln!("{line}");

@@ -60,6 +60,14 @@ pub enum TimerKind {
     TimeWait,
 }
 
+impl TimerKind {
+    /// True for the timers of the end that receives the data (the others are the sender's).
+    #[inline]
+    pub fn at_server(self) -> bool {
+        matches!(self, TimerKind::DelayedAck | TimerKind::PeerRto)
+    }
+}
+
 /// The time series a run samples periodically.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SampleKind {
@@ -116,7 +124,8 @@ impl Counters {
     }
 }
 
-/// Independent random streams, one per purpose, so adding a use of one never shifts another.
+/// Independent random streams, one per purpose, so adding a use of one never shifts another, and
+/// one set per partition, so a partition's draws do not depend on another's.
 pub struct Streams {
     /// Link loss draws.
     pub loss: Xoshiro256PlusPlus,
@@ -125,8 +134,10 @@ pub struct Streams {
 }
 
 impl Streams {
-    /// The streams of a run with `seed`.
-    pub fn new(seed: u64) -> Streams {
+    /// The streams of partition `part` of a run with `seed` (partition 0's are the run's own
+    /// when it has one).
+    pub fn new(seed: u64, part: usize) -> Streams {
+        let seed = seed ^ (part as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
         Streams { loss: stream(seed, 1), ecn: stream(seed, 2) }
     }
 }
@@ -199,7 +210,7 @@ pub(crate) struct Bench {
 #[cfg(test)]
 impl Bench {
     pub fn new() -> Bench {
-        Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), flying: Flying::default(), rng: Streams::new(1), now: Time::ZERO }
+        Bench { q: EventQueue::new(), counters: Counters::default(), hops: HopSlab::default(), flying: Flying::default(), rng: Streams::new(1, 0), now: Time::ZERO }
     }
 
     pub fn cx(&mut self) -> Cx<'_> {

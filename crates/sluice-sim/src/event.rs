@@ -1,12 +1,18 @@
-//! The event scheduler: a monotone priority queue over integer time, FIFO among equal times, and
-//! cancellable timers by generation counter.
+//! The event scheduler: a monotone priority queue over integer time, and cancellable timers by
+//! generation counter.
+//!
+//! Events at one time pop in a canonical order: by the partition whose element scheduled them
+//! (its source), then in the order that source scheduled them. A partition's own sequence does not
+//! depend on what other partitions do at the same instant (nothing crosses between partitions in
+//! less than a cut link's delay), so the order is the same whether the partitions run one after
+//! another on one thread or side by side on many. With one partition it is first in, first out.
 //!
 //! Nearly every event of a packet network falls within microseconds of now (a serialization, a
 //! link's delay), so the queue is a timing wheel (a calendar queue of one year): `SLOTS` slots of
 //! about a nanosecond, an occupancy bitmap to skip the empty ones, and in each slot a list of its
 //! events, sorted when the wheel reaches it. Events beyond the horizon (timeouts, flow arrivals
 //! far ahead) wait in a heap and move onto the wheel as it turns. Events pop in exactly the (time,
-//! insertion) order a heap would give.
+//! source, source's sequence) order a heap would give.
 
 use crate::time::Time;
 use dary_heap::QuaternaryHeap;
@@ -22,6 +28,11 @@ const SLOT_SHIFT: u32 = 10;
 /// a slower 10,240-host run).
 const SLOTS: u64 = 1 << 12;
 const MASK: u64 = SLOTS - 1;
+/// Bits of a source's sequence number in an event's tie key; the source takes the bits above
+/// (up to [`MAX_SOURCES`]), and on the wheel the time within the slot the top 10.
+const SEQ_BITS: u32 = 43;
+/// Sources an event list tells apart: partitions, and one more for the run's own events.
+pub const MAX_SOURCES: usize = 1 << (64 - SLOT_SHIFT - SEQ_BITS);
 
 /// The absolute slot of time `at` (picoseconds).
 #[inline(always)]
@@ -35,7 +46,8 @@ fn within_slot(at: u64) -> u32 {
     (at & ((1 << SLOT_SHIFT) - 1)) as u32
 }
 
-/// A deterministic future-event list: events pop in time order, ties in insertion order.
+/// A deterministic future-event list: events pop in time order, ties by source, then in the
+/// order their source scheduled them.
 pub struct EventQueue<E> {
     /// The wheel: slot `i` holds events of absolute slot `n` where `n % SLOTS == i` and
     /// `cur <= n < cur + SLOTS`.
@@ -48,12 +60,17 @@ pub struct EventQueue<E> {
     on_wheel: usize,
     /// Events at or beyond `cur + SLOTS`.
     far: QuaternaryHeap<Entry<E>>,
-    seq: u64,
+    /// The source whose element is acting now.
+    source: usize,
+    /// The next tie key of that source: the source above [`SEQ_BITS`], its sequence below.
+    tie: u64,
+    /// Every source's next tie key, while another acts.
+    ties: Vec<u64>,
     now: Time,
 }
 
-/// One slot's events in insertion order until the wheel reaches the slot, then (`sorted`) in time
-/// order, ties in insertion order; `head` the next to pop.
+/// One slot's events in insertion order until the wheel reaches the slot, then (`sorted`) in key
+/// order; `head` the next to pop.
 ///
 /// A slot ahead only appends: on a large fabric a nanosecond holds a hundred events or more,
 /// arriving in no particular order, and keeping them in order as they came cost a search back
@@ -65,14 +82,11 @@ struct Slot<E> {
     sorted: bool,
 }
 
-/// An event on the wheel, with its time's place within its slot: the slot's position on the
-/// wheel gives the rest, and 16 bytes rather than 24 keep a slot in fewer cache lines. Its time
-/// alone orders it: events of a slot arrive in insertion order (the far heap hands its events
-/// over, in order, before the wheel can take any other for that slot), so a stable sort or insert
-/// keeps ties first in, first out.
+/// An event on the wheel, keyed by its time's place within its slot (the slot's position on the
+/// wheel gives the rest), then its source and the source's sequence number, in one word.
 #[derive(Clone, Copy)]
 struct Timed<E> {
-    within: u32,
+    key: u64,
     ev: E,
 }
 
@@ -122,30 +136,55 @@ impl<E: Copy> EventQueue<E> {
             cur: 0,
             on_wheel: 0,
             far: QuaternaryHeap::new(),
-            seq: 0,
+            source: 0,
+            tie: 0,
+            ties: vec![0],
             now: Time::ZERO,
         }
     }
     pub fn now(&self) -> Time {
         self.now
     }
+
+    /// Makes `source` (below [`MAX_SOURCES`]) the one whose element acts now: what is pushed
+    /// next is its.
+    #[inline]
+    pub fn set_source(&mut self, source: usize) {
+        debug_assert!(source < MAX_SOURCES);
+        if source != self.source {
+            self.switch_source(source);
+        }
+    }
+
+    #[inline]
+    fn switch_source(&mut self, source: usize) {
+        if self.ties.len() <= source {
+            self.ties = (0..MAX_SOURCES as u64).map(|s| s << SEQ_BITS).collect();
+        }
+        self.ties[self.source] = self.tie;
+        self.source = source;
+        self.tie = self.ties[source];
+    }
+
     #[inline]
     pub fn push(&mut self, at: Time, ev: E) {
         let at = at.max(self.now).0;
+        let tie = self.tie;
+        // 2^43 events of one source before its sequence would run into the next source's.
+        self.tie += 1;
         if slot_of(at) - self.cur < SLOTS {
-            self.to_wheel(at, ev);
+            self.to_wheel(at, tie, ev);
         } else {
-            self.far.push(Entry { key: (at as u128) << 64 | self.seq as u128, ev });
-            self.seq += 1;
+            self.far.push(Entry { key: (at as u128) << 64 | tie as u128, ev });
         }
     }
     #[inline(always)]
-    fn to_wheel(&mut self, at: u64, ev: E) {
+    fn to_wheel(&mut self, at: u64, tie: u64, ev: E) {
         let i = (slot_of(at) & MASK) as usize;
         let slot = &mut self.slots[i];
-        let e = Timed { within: within_slot(at), ev };
+        let e = Timed { key: (within_slot(at) as u64) << (64 - SLOT_SHIFT) | tie, ev };
         if slot.sorted {
-            Self::insert_in_order(&mut slot.items, e);
+            Self::insert_in_order(slot, e);
         } else {
             slot.items.push(e);
         }
@@ -154,15 +193,16 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Inserts `e` into the slot being popped, after the last entry not later than it, shifting
-    /// the later ones up one place from the end (popped entries, before the slot's head, are all
-    /// earlier or equal). An event for the current slot is mostly for now, so the place is usually
-    /// at or near the end, and this costs fewer instructions than a bisection or `Vec::insert`'s
-    /// call to `memmove`.
+    /// the later ones up one place from the end; never before the slot's head, as what was popped
+    /// is gone: an event for now that another source's event at now scheduled comes next. An
+    /// event for the current slot is mostly for now, so the place is usually at or near the end,
+    /// and this costs fewer instructions than a bisection or `Vec::insert`'s call to `memmove`.
     #[inline]
-    fn insert_in_order(items: &mut Vec<Timed<E>>, e: Timed<E>) {
+    fn insert_in_order(slot: &mut Slot<E>, e: Timed<E>) {
+        let items = &mut slot.items;
         items.push(e);
         let mut k = items.len() - 1;
-        while k > 0 && items[k - 1].within > e.within {
+        while k > slot.head as usize && items[k - 1].key > e.key {
             items[k] = items[k - 1];
             k -= 1;
         }
@@ -185,8 +225,8 @@ impl<E: Copy> EventQueue<E> {
         }
         let slot = &mut self.slots[i];
         if !slot.sorted {
-            // Stable, so ties keep their insertion order; a run already in order costs one pass.
-            slot.items.sort_by_key(|t| t.within);
+            // Keys are unique; a run already in order costs one pass.
+            slot.items.sort_by_key(|t| t.key);
             slot.sorted = true;
         }
         let e = slot.items[slot.head as usize];
@@ -198,7 +238,7 @@ impl<E: Copy> EventQueue<E> {
             self.occupied[i >> 6] &= !(1 << (i & 63));
         }
         self.on_wheel -= 1;
-        self.now = Time(self.cur << SLOT_SHIFT | e.within as u64);
+        self.now = Time(self.cur << SLOT_SHIFT | e.key >> (64 - SLOT_SHIFT));
         Some((self.now, e.ev))
     }
 
@@ -244,7 +284,7 @@ impl<E: Copy> EventQueue<E> {
                 break;
             }
             let e = self.far.pop().expect("peeked");
-            self.to_wheel((e.key >> 64) as u64, e.ev);
+            self.to_wheel((e.key >> 64) as u64, e.key as u64, e.ev);
         }
     }
 
@@ -364,14 +404,15 @@ mod tests {
     #[test]
     fn matches_a_sorted_reference_across_the_horizon() {
         // Random interleavings of pushes (same slot, within the wheel, beyond it, far beyond,
-        // in the past) and pops against a reference ordered by (time, insertion).
+        // in the past) from three sources and pops against a reference that pops the least
+        // (time, source, source's sequence) left.
         use rand::{Rng, SeedableRng};
         use std::collections::BTreeMap;
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
         let horizon = SLOTS << SLOT_SHIFT;
         let mut q = EventQueue::new();
         let mut reference = BTreeMap::new();
-        let (mut seq, mut popped) = (0u64, 0u32);
+        let (mut seqs, mut popped) = ([0u64; 3], 0u32);
         for step in 0..200_000u32 {
             if rng.gen_bool(0.52) || reference.is_empty() {
                 let now = q.now().0;
@@ -383,22 +424,58 @@ mod tests {
                     4 => now + rng.gen_range(horizon..50 * horizon),
                     _ => now.saturating_sub(rng.gen_range(0..1000)),
                 };
+                let src = rng.gen_range(0..3);
+                q.set_source(src);
                 q.push(Time(at), step);
-                reference.insert((at.max(now), seq), step);
-                seq += 1;
+                reference.insert((at.max(now), src, seqs[src]), step);
+                seqs[src] += 1;
             } else {
-                let (&(t, s), &ev) = reference.iter().next().unwrap();
-                reference.remove(&(t, s));
+                let (&(t, src, s), &ev) = reference.iter().next().unwrap();
+                reference.remove(&(t, src, s));
                 assert_eq!(q.pop(), Some((Time(t), ev)), "pop {popped}");
                 popped += 1;
             }
             assert_eq!(q.len(), reference.len());
         }
-        while let Some(((t, _), ev)) = reference.pop_first() {
+        while let Some(((t, _, _), ev)) = reference.pop_first() {
             assert_eq!(q.pop(), Some((Time(t), ev)));
         }
         assert_eq!(q.pop(), None);
         assert!(popped > 50_000);
+    }
+
+    #[test]
+    fn ties_pop_by_source_then_in_each_source_s_order_however_pushes_interleave() {
+        // Two partitions push at the same times in two different interleavings (as two threads
+        // would); the pops are the same.
+        let order = |interleave: &[(usize, char)]| {
+            let mut q = EventQueue::new();
+            for &(src, ev) in interleave {
+                q.set_source(src);
+                q.push(Time(50), ev);
+                q.push(Time(5000 << SLOT_SHIFT), ev.to_ascii_uppercase());
+            }
+            std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect::<String>()
+        };
+        let a = order(&[(1, 'a'), (0, 'x'), (1, 'b'), (0, 'y')]);
+        let b = order(&[(0, 'x'), (0, 'y'), (1, 'a'), (1, 'b')]);
+        assert_eq!(a, "xyabXYAB");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn an_event_for_now_from_a_lower_source_comes_next_and_nothing_pops_twice() {
+        let mut q = EventQueue::new();
+        q.set_source(1);
+        q.push(Time(50), 'a');
+        q.push(Time(50), 'b');
+        assert_eq!(q.pop(), Some((Time(50), 'a')));
+        // Source 0 acts at now, below the popped 'a': its event is the next to pop.
+        q.set_source(0);
+        q.push(Time(50), 'x');
+        q.push(Time(50), 'y');
+        let rest: String = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(rest, "xyb");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::circuit::CircuitParts;
 use crate::net::fabric::{Fabric, FabricSpec, PfcFromPorts, Role};
 use crate::net::link::Flying;
+use crate::net::partition::Partitions;
 use crate::net::port::Port;
 use crate::net::qdisc::Discipline;
 use crate::net::switch::Switch;
@@ -150,10 +151,28 @@ pub struct World {
     static_flows: usize,
     /// The static flows' specs, from which each one's connection is built when it starts.
     specs: Vec<FlowSpec>,
-    next_start: usize,
+    /// Each static flow's successor in its partition's chain of starts (`u32::MAX`: the last).
+    next_start: Vec<u32>,
+    /// Static flows started so far.
+    started: usize,
+    /// The partitions the fabric splits into, and each host's.
+    parts: Partitions,
+    host_part: Vec<u16>,
+    /// Each port's partition, and that of the node at its far end (dense, for the event loop).
+    port_part: Vec<u16>,
+    peer_part: Vec<u16>,
+    /// The source of what is scheduled now: the acting element's partition, or [`Self::global`].
+    part: usize,
+    /// The source of the run's own events (samples, the end, circuit days): partition 0's
+    /// sequence with one partition, its own after the others' with more.
+    global: usize,
+    /// Where a run of several partitions stops once its traffic is done: the end of the
+    /// lookahead window in which the last flow finished, a point every partition can reach alone.
+    stop_at: Option<Time>,
     /// The closed-loop applications.
     runtime: Runtime,
-    rng: Streams,
+    /// Each partition's random streams.
+    rngs: Vec<Streams>,
     counters: Counters,
     unfinished: usize,
     endless: usize,
@@ -187,7 +206,7 @@ macro_rules! cx {
             counters: &mut $w.counters,
             hops: &mut $w.hops,
             flying: &mut $w.flying,
-            rng: &mut $w.rng,
+            rng: &mut $w.rngs[$w.part],
             capture: $w.capture.as_deref_mut(),
         }
     };
@@ -203,7 +222,9 @@ macro_rules! stack {
 impl World {
     /// Builds the world from validated parts over `graph`: ports, switches, NICs, every flow.
     pub fn new(graph: &Graph, p: Parts) -> World {
-        let net = Fabric::build(
+        let parts = Partitions::of(graph, !p.apps.is_empty());
+        let global = if parts.count == 1 { 0 } else { parts.count };
+        let mut net = Fabric::build(
             graph,
             &FabricSpec {
                 buffer: p.buffer,
@@ -215,6 +236,12 @@ impl World {
                 salt: |s, n| flow_hash(s, n, 0x5eed, false),
             },
         );
+        for port in &mut net.ports {
+            port.link.cut = parts.of_node[port.node as usize] != parts.of_node[port.peer_node as usize];
+        }
+        let port_part = net.ports.iter().map(|port| parts.of_node[port.node as usize]).collect();
+        let peer_part = net.ports.iter().map(|port| parts.of_node[port.peer_node as usize]).collect();
+        let host_part: Vec<u16> = net.host_ports.iter().map(|&port| parts.of_node[net.ports[port as usize].node as usize]).collect();
         let nics: Vec<Nic> = net.host_ports.iter().enumerate().map(|(h, &port)| Nic { host: h as u32, port, ..Nic::default() }).collect();
         let host_count = nics.len() as u32;
         let telemetry = match p.telemetry {
@@ -240,7 +267,16 @@ impl World {
             flows: Vec::with_capacity(p.flows.len()),
             static_flows: p.flows.len(),
             specs: Vec::new(),
-            next_start: 0,
+            next_start: Vec::new(),
+            started: 0,
+            rngs: (0..=global).map(|part| Streams::new(p.seed, part)).collect(),
+            parts,
+            host_part,
+            port_part,
+            peer_part,
+            part: 0,
+            global,
+            stop_at: None,
             runtime: Runtime::new(p.apps),
             build: TransportBuilder {
                 classes: p.classes,
@@ -250,7 +286,6 @@ impl World {
                 int: p.int,
             },
             hosts,
-            rng: Streams::new(p.seed),
             counters: Counters::default(),
             unfinished: 0,
             endless: 0,
@@ -287,9 +322,23 @@ impl World {
             Some(_) => (0..world.flows.len() as u32).collect(),
             None => Vec::new(),
         };
-        if let Some(f) = world.flows.first() {
-            world.q.push(f.start, Event::FlowStart(0));
+        // Each partition starts its own flows, in start order, by a chain of events of its own.
+        let mut heads = vec![u32::MAX; world.parts.count];
+        let mut last = vec![u32::MAX; world.parts.count];
+        world.next_start = vec![u32::MAX; world.flows.len()];
+        for f in &world.flows {
+            let part = world.host_part[f.src as usize] as usize;
+            match last[part] {
+                u32::MAX => heads[part] = f.id,
+                prev => world.next_start[prev as usize] = f.id,
+            }
+            last[part] = f.id;
         }
+        for (part, &f) in heads.iter().enumerate().filter(|(_, &f)| f != u32::MAX) {
+            world.q.set_source(part);
+            world.q.push(world.flows[f as usize].start, Event::FlowStart(f));
+        }
+        world.q.set_source(world.global);
         if !world.queue_ports.is_empty() {
             world.q.push(Time::ZERO, Event::Sample(SampleKind::Queues));
         }
@@ -346,6 +395,14 @@ impl World {
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
         while !self.stopped {
             let Some((now, ev)) = self.q.pop() else { break };
+            if self.parts.count > 1 {
+                if self.stop_at.is_some_and(|t| now >= t) {
+                    self.stopped = true;
+                    break;
+                }
+                self.part = self.source_of(ev);
+                self.q.set_source(self.part);
+            }
             self.prefetch_ahead();
             self.clock = now;
             self.events += 1;
@@ -353,6 +410,25 @@ impl World {
             if self.events & 0xffff == 0 {
                 progress(now);
             }
+        }
+    }
+
+    /// The partition whose element `ev` concerns, or the run's own source.
+    #[inline]
+    fn source_of(&self, ev: Event) -> usize {
+        let of_host = |h: u32| self.host_part[h as usize] as usize;
+        match ev {
+            Event::Arrive(p, _) => self.peer_part[p as usize] as usize,
+            Event::TxDone(p) | Event::PauseEnd(p) => self.port_part[p as usize] as usize,
+            Event::FlowStart(f) => of_host(self.flows[f as usize].src),
+            Event::Timer(f, kind, _) => {
+                let flow = &self.flows[f as usize];
+                of_host(if kind.at_server() { flow.dst } else { flow.src })
+            }
+            Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) => of_host(h),
+            // Applications keep the fabric one partition.
+            Event::AppStart(_) | Event::AppTimer(..) => 0,
+            Event::Sample(_) | Event::End | Event::Circuit => self.global,
         }
     }
 
@@ -411,7 +487,9 @@ impl World {
                 let (node, ingress) = (port.peer_node, port.peer_port);
                 let (_, head) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
                 debug_assert_eq!(head, place);
-                if let Some(&(next, behind)) = port.link.in_flight.front() {
+                // A cut link's sender scheduled every arrival itself; elsewhere each arrival
+                // schedules the next.
+                if let (false, Some(&(next, behind))) = (port.link.cut, port.link.in_flight.front()) {
                     self.q.push(next, Event::Arrive(p, behind));
                 }
                 let mut pkt = self.flying.take(head);
@@ -452,13 +530,15 @@ impl World {
             }
             Event::FlowStart(f) => {
                 if (f as usize) < self.static_flows {
-                    self.next_start = f as usize + 1;
-                    if self.next_start < self.static_flows {
-                        self.q.push(self.flows[self.next_start].start, Event::FlowStart(self.next_start as u32));
+                    self.started += 1;
+                    let next = self.next_start[f as usize];
+                    if next != u32::MAX {
+                        self.q.push(self.flows[next as usize].start, Event::FlowStart(next));
                     }
                     self.connect_now(f);
                 }
-                let c = self.hosts.with_transport(f, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
+                let src = self.flows[f as usize].src;
+                let c = self.hosts.with_transport(f, src, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
                 self.carry_out(c, now);
             }
             Event::Timer(f, kind, gen) => {
@@ -492,10 +572,17 @@ impl World {
             Event::Circuit => {
                 for sw in self.net.switches.iter_mut().filter(|s| s.tor.is_some()) {
                     let node = sw.node as usize;
+                    // Each ToR acts for its own partition.
+                    if self.parts.count > 1 {
+                        self.part = self.parts.of_node[node] as usize;
+                        self.q.set_source(self.part);
+                    }
                     let ports = &mut self.net.ports[sw.first_port as usize..self.net.port_base[node + 1] as usize];
                     let mut cx = cx!(self, now);
                     sw.serve_uplinks(ports, &mut cx);
                 }
+                self.part = self.global;
+                self.q.set_source(self.global);
                 if let Some(next) = self.circuit.as_ref().and_then(|c| c.schedule.next_change(now)) {
                     self.q.push(next, Event::Circuit);
                 }
@@ -634,7 +721,7 @@ impl World {
         if let Some(spec) = step.connect {
             let b = self.add_flow(&spec);
             proxy::attach_backend(&mut self.flows, step.front, b);
-            let c = self.hosts.with_transport(b, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
+            let c = self.hosts.with_transport(b, h, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
             self.carry_out(c, now);
         }
         if step.waiting {
@@ -703,10 +790,16 @@ impl World {
         if self.stop_when_done
             && self.unfinished == 0
             && self.endless == 0
-            && self.next_start >= self.static_flows
+            && self.started >= self.static_flows
             && self.runtime.done()
         {
-            self.stopped = true;
+            match self.parts.lookahead {
+                None => self.stopped = true,
+                Some(window) => {
+                    let now = self.q.now().0;
+                    self.stop_at.get_or_insert(Time((now / window.0 + 1) * window.0));
+                }
+            }
         }
     }
 
@@ -723,6 +816,10 @@ impl World {
     /// segment (a forged ACK, a stray SYN) for tests and attack studies. It counts as sent.
     pub fn inject(&mut self, h: u32, pkt: Packet) {
         self.counters.packets_sent += 1;
+        if self.parts.count > 1 {
+            self.part = self.host_part[h as usize] as usize;
+            self.q.set_source(self.part);
+        }
         self.host_arrival(h, pkt, self.clock);
     }
     /// Each host's CPU, where it is modelled.
@@ -732,6 +829,10 @@ impl World {
     /// Each host's NIC offload, where it has one.
     pub fn offloads(&self) -> &[Option<Box<Offload>>] {
         &self.hosts.offloads
+    }
+    /// The partitions the fabric splits into.
+    pub fn partitions(&self) -> &Partitions {
+        &self.parts
     }
     /// The current simulated time.
     pub fn now(&self) -> Time {

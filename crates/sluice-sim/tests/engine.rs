@@ -457,3 +457,54 @@ fn the_framing_per_frame_is_a_parameter() {
     let per_frame = Rate::gbps(10).tx_time(38);
     assert!(a > b && a - b >= Time(per_frame.0 * 14), "{a} vs {b}");
 }
+
+#[test]
+fn a_tcp_connection_s_ends_share_nothing_but_packets() {
+    // The client's and the server's state are apart: neither file names the other end's type
+    // or its half of the data path.
+    let client = source("transport/tcp/client.rs");
+    let server = source("transport/tcp/server.rs");
+    for other in ["TcpServer", "Receiver", "receiver"] {
+        assert!(!client.contains(other), "the client reaches {other}");
+    }
+    for other in ["TcpClient", "Sender", "sender"] {
+        assert!(!server.contains(other), "the server reaches {other}");
+    }
+}
+
+#[test]
+fn a_fabric_splits_into_racks_and_a_run_of_several_stops_at_a_window_end() {
+    let text = r#"
+[sim]
+seed = 3
+[topology]
+kind = "leaf_spine"
+hosts_per_leaf = 4
+leaves = 3
+spines = 2
+host_rate = "25Gbps"
+host_delay = "1us"
+fabric_rate = "100Gbps"
+fabric_delay = "1500ns"
+[classes.default]
+cc = "dctcp"
+[switch.ecn]
+mode = "step"
+k = "60KB"
+[[workloads]]
+kind = "poisson"
+cdf = "websearch"
+load = 0.4
+duration = "300us"
+"#;
+    let world = run_text(text, &[]);
+    let parts = world.partitions();
+    assert_eq!((parts.count, parts.lookahead), (3, Some(Time::from_ns(1500))), "a partition per leaf, cut at the spines");
+    let last = world.flows().iter().filter_map(|f| f.finish).max().expect("flows finished");
+    assert!(world.flows().iter().all(|f| f.finish.is_some()));
+    // Every partition can tell the end of the window its traffic finished in, never the
+    // instant the last flow did.
+    let window = Time::from_ns(1500);
+    let end = Time((last.0 / window.0 + 1) * window.0);
+    assert!(world.now() >= last && world.now() < end, "stopped at {}, last flow done at {last}, window end {end}", world.now());
+}

@@ -165,11 +165,10 @@ impl Hosts {
         Some(Carry { flow: job.flow, host: h })
     }
 
-    /// Lets flow `f`'s transport act (`act`) and returns its report, at the flow's server (whose
-    /// host sends a timer's replies: the delayed ACK, the FIN), or nothing if the connection is
-    /// gone.
-    pub fn with_transport(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
-        self.act(f, s, act).then(|| Carry { flow: f, host: s.flows[f as usize].dst })
+    /// Lets flow `f`'s transport act (`act`) at its end on host `h` and returns its report, or
+    /// nothing if the connection is gone.
+    pub fn with_transport(&mut self, f: u32, h: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
+        self.act(f, s, act).then_some(Carry { flow: f, host: h })
     }
 
     /// Lets flow `f`'s transport act, its report in [`Self::report`]; false if the connection is
@@ -184,10 +183,11 @@ impl Hosts {
     /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
     /// work for its host's CPU, where one is modelled.
     pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut Stack) -> Option<Carry> {
-        let dst = s.flows[f as usize].dst;
-        let server_timer = matches!(kind, TimerKind::DelayedAck | TimerKind::PeerRto);
+        let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
+        let server_timer = kind.at_server();
         if !(server_timer && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
-            return self.with_transport(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
+            let h = if server_timer { dst } else { src };
+            return self.with_transport(f, h, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
         }
         if !self.act(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx)) || (self.io.replies.is_empty() && !self.io.closed) {
             // Gone, or a stale or rescheduled timer: no work.

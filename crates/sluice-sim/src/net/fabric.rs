@@ -88,7 +88,7 @@ impl Fabric {
             port_base.push(ports.len() as u32);
             for (local, &(li, peer)) in plist.iter().enumerate() {
                 let l = &graph.links[li];
-                let link = Link { delay: l.delay, loss: l.loss, in_flight: Default::default() };
+                let link = Link { delay: l.delay, loss: l.loss, ..Link::default() };
                 let b = if matches!(roles[n], Role::Switch(_)) { bands } else { 1 };
                 let mut port = Port::new(n as u32, local as u16, peer as u32, l.rate, link, b);
                 if let Some(d) = spec.disciplines.get(ports.len()) {

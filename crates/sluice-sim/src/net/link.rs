@@ -7,13 +7,16 @@ use std::collections::VecDeque;
 
 /// One direction of a physical link. Arrivals are FIFO (constant delay behind one serializer), so
 /// packets wait here in order with their arrival times, and only the head packet has an arrival
-/// event in the queue: the event list holds one entry per busy link, not one per packet.
+/// event in the queue: the event list holds one entry per busy link, not one per packet. A link
+/// between partitions schedules every packet's arrival as it is sent instead.
 #[derive(Debug, Default)]
 pub struct Link {
     /// Propagation delay.
     pub delay: Time,
     /// Probability that a packet is corrupted and lost on this wire.
     pub loss: f64,
+    /// The link joins two partitions.
+    pub cut: bool,
     /// Packets on the wire (their places in the `Flying` store) with their arrival times,
     /// earliest first.
     pub in_flight: VecDeque<(Time, u32)>,

@@ -4,6 +4,7 @@ pub mod capture;
 pub mod circuit;
 pub mod fabric;
 pub mod link;
+pub mod partition;
 pub mod naming;
 pub mod pfc;
 pub mod port;

@@ -139,7 +139,9 @@ impl Port {
         }
         let arrival = done + self.link.delay;
         let place = cx.flying.put(pkt);
-        if self.link.in_flight.is_empty() {
+        // Across a cut link every packet's arrival is scheduled here, by the sender's partition:
+        // whether the link is empty depends on the far partition's progress.
+        if self.link.cut || self.link.in_flight.is_empty() {
             cx.schedule(arrival, Event::Arrive(id, place));
         }
         self.link.in_flight.push_back((arrival, place));

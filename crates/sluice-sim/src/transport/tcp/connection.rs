@@ -116,15 +116,14 @@ impl TcpConnection {
 
     /// Runs one of the connection's timers, at the end that owns it.
     pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
-        match kind {
-            TimerKind::DelayedAck | TimerKind::PeerRto => {
-                let was = self.server.state;
-                self.server.on_timer(kind, gen, io, cx);
-                if was != State::Closed && self.server.state == State::Closed {
-                    self.check_closed(io);
-                }
+        if kind.at_server() {
+            let was = self.server.state;
+            self.server.on_timer(kind, gen, io, cx);
+            if was != State::Closed && self.server.state == State::Closed {
+                self.check_closed(io);
             }
-            TimerKind::Rto | TimerKind::LossProbe | TimerKind::CcTick | TimerKind::TimeWait => self.client.on_timer(kind, gen, io, cx),
+        } else {
+            self.client.on_timer(kind, gen, io, cx);
         }
     }
 
