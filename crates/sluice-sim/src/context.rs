@@ -173,6 +173,12 @@ impl Cx<'_> {
         self.events.push(at, ev);
     }
 
+    /// Schedules `ev` at `at` for an element of partition `part`, across a cut link.
+    #[inline]
+    pub fn schedule_to(&mut self, part: u16, at: Time, ev: Event) {
+        self.events.push_to(at, ev, part as usize);
+    }
+
     /// Counts a packet lost for `reason` and frees what it holds.
     pub fn drop_packet(&mut self, pkt: &Packet, reason: DropReason) {
         let c = &mut *self.counters;

@@ -88,12 +88,15 @@ struct Slot<E> {
 struct Timed<E> {
     key: u64,
     ev: E,
+    /// The partition whose element the event concerns (in what would be padding).
+    target: u16,
 }
 
 #[derive(Clone, Copy)]
 struct Entry<E> {
     key: u128,
     ev: E,
+    target: u16,
 }
 impl<E> Entry<E> {
     fn slot(&self) -> u64 {
@@ -166,23 +169,32 @@ impl<E: Copy> EventQueue<E> {
         self.tie = self.ties[source];
     }
 
+    /// Schedules `ev` at `at` for an element of the acting source's own partition.
     #[inline]
     pub fn push(&mut self, at: Time, ev: E) {
+        self.push_to(at, ev, self.source);
+    }
+
+    /// Schedules `ev` at `at` for an element of partition `target` (another partition's only
+    /// across a cut link, at least a lookahead ahead).
+    #[inline]
+    pub fn push_to(&mut self, at: Time, ev: E, target: usize) {
         let at = at.max(self.now).0;
         let tie = self.tie;
         // 2^43 events of one source before its sequence would run into the next source's.
         self.tie += 1;
+        let target = target as u16;
         if slot_of(at) - self.cur < SLOTS {
-            self.to_wheel(at, tie, ev);
+            self.to_wheel(at, tie, ev, target);
         } else {
-            self.far.push(Entry { key: (at as u128) << 64 | tie as u128, ev });
+            self.far.push(Entry { key: (at as u128) << 64 | tie as u128, ev, target });
         }
     }
     #[inline(always)]
-    fn to_wheel(&mut self, at: u64, tie: u64, ev: E) {
+    fn to_wheel(&mut self, at: u64, tie: u64, ev: E, target: u16) {
         let i = (slot_of(at) & MASK) as usize;
         let slot = &mut self.slots[i];
-        let e = Timed { key: (within_slot(at) as u64) << (64 - SLOT_SHIFT) | tie, ev };
+        let e = Timed { key: (within_slot(at) as u64) << (64 - SLOT_SHIFT) | tie, ev, target };
         if slot.sorted {
             Self::insert_in_order(slot, e);
         } else {
@@ -210,6 +222,12 @@ impl<E: Copy> EventQueue<E> {
     }
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
+        self.pop_for().map(|(at, ev, _)| (at, ev))
+    }
+
+    /// Pops the next event with the partition it concerns.
+    #[inline]
+    pub fn pop_for(&mut self) -> Option<(Time, E, usize)> {
         let mut i = (self.cur & MASK) as usize;
         // The current slot often has more (synchronized traffic): then it is next, with no search.
         if self.occupied[i >> 6] & (1 << (i & 63)) == 0 {
@@ -239,7 +257,7 @@ impl<E: Copy> EventQueue<E> {
         }
         self.on_wheel -= 1;
         self.now = Time(self.cur << SLOT_SHIFT | e.key >> (64 - SLOT_SHIFT));
-        Some((self.now, e.ev))
+        Some((self.now, e.ev, e.target as usize))
     }
 
     /// The next two events to pop, as far as they are in the current slot (a cheap look ahead,
@@ -284,7 +302,7 @@ impl<E: Copy> EventQueue<E> {
                 break;
             }
             let e = self.far.pop().expect("peeked");
-            self.to_wheel((e.key >> 64) as u64, e.key as u64, e.ev);
+            self.to_wheel((e.key >> 64) as u64, e.key as u64, e.ev, e.target);
         }
     }
 

@@ -158,9 +158,6 @@ pub struct World {
     /// The partitions the fabric splits into, and each host's.
     parts: Partitions,
     host_part: Vec<u16>,
-    /// Each port's partition, and that of the node at its far end (dense, for the event loop).
-    port_part: Vec<u16>,
-    peer_part: Vec<u16>,
     /// The source of what is scheduled now: the acting element's partition, or [`Self::global`].
     part: usize,
     /// The source of the run's own events (samples, the end, circuit days): partition 0's
@@ -237,10 +234,9 @@ impl World {
             },
         );
         for port in &mut net.ports {
-            port.link.cut = parts.of_node[port.node as usize] != parts.of_node[port.peer_node as usize];
+            port.link.far_part = parts.of_node[port.peer_node as usize];
+            port.link.cut = parts.of_node[port.node as usize] != port.link.far_part;
         }
-        let port_part = net.ports.iter().map(|port| parts.of_node[port.node as usize]).collect();
-        let peer_part = net.ports.iter().map(|port| parts.of_node[port.peer_node as usize]).collect();
         let host_part: Vec<u16> = net.host_ports.iter().map(|&port| parts.of_node[net.ports[port as usize].node as usize]).collect();
         let nics: Vec<Nic> = net.host_ports.iter().enumerate().map(|(h, &port)| Nic { host: h as u32, port, ..Nic::default() }).collect();
         let host_count = nics.len() as u32;
@@ -272,8 +268,6 @@ impl World {
             rngs: (0..=global).map(|part| Streams::new(p.seed, part)).collect(),
             parts,
             host_part,
-            port_part,
-            peer_part,
             part: 0,
             global,
             stop_at: None,
@@ -394,14 +388,16 @@ impl World {
     /// `progress` is called now and then with the current simulated time.
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
         while !self.stopped {
-            let Some((now, ev)) = self.q.pop() else { break };
+            let Some((now, ev, part)) = self.q.pop_for() else { break };
             if self.parts.count > 1 {
                 if self.stop_at.is_some_and(|t| now >= t) {
                     self.stopped = true;
                     break;
                 }
-                self.part = self.source_of(ev);
-                self.q.set_source(self.part);
+                #[cfg(debug_assertions)]
+                assert_eq!(part, self.source_of(ev), "{ev:?} reached across partitions at once");
+                self.part = part;
+                self.q.set_source(part);
             }
             self.prefetch_ahead();
             self.clock = now;
@@ -413,13 +409,18 @@ impl World {
         }
     }
 
-    /// The partition whose element `ev` concerns, or the run's own source.
-    #[inline]
+    /// The partition whose element `ev` concerns, or the run's own source: what the event list
+    /// says, checked in debug builds.
+    #[cfg(debug_assertions)]
     fn source_of(&self, ev: Event) -> usize {
         let of_host = |h: u32| self.host_part[h as usize] as usize;
+        let of_port = |p: u32, far: bool| {
+            let port = &self.net.ports[p as usize];
+            self.parts.of_node[if far { port.peer_node } else { port.node } as usize] as usize
+        };
         match ev {
-            Event::Arrive(p, _) => self.peer_part[p as usize] as usize,
-            Event::TxDone(p) | Event::PauseEnd(p) => self.port_part[p as usize] as usize,
+            Event::Arrive(p, _) => of_port(p, true),
+            Event::TxDone(p) | Event::PauseEnd(p) => of_port(p, false),
             Event::FlowStart(f) => of_host(self.flows[f as usize].src),
             Event::Timer(f, kind, _) => {
                 let flow = &self.flows[f as usize];

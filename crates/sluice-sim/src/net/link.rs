@@ -17,6 +17,8 @@ pub struct Link {
     pub loss: f64,
     /// The link joins two partitions.
     pub cut: bool,
+    /// The partition at its far end.
+    pub far_part: u16,
     /// Packets on the wire (their places in the `Flying` store) with their arrival times,
     /// earliest first.
     pub in_flight: VecDeque<(Time, u32)>,

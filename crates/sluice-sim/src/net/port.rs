@@ -141,7 +141,9 @@ impl Port {
         let place = cx.flying.put(pkt);
         // Across a cut link every packet's arrival is scheduled here, by the sender's partition:
         // whether the link is empty depends on the far partition's progress.
-        if self.link.cut || self.link.in_flight.is_empty() {
+        if self.link.cut {
+            cx.schedule_to(self.link.far_part, arrival, Event::Arrive(id, place));
+        } else if self.link.in_flight.is_empty() {
             cx.schedule(arrival, Event::Arrive(id, place));
         }
         self.link.in_flight.push_back((arrival, place));
