@@ -466,23 +466,16 @@ impl Requester {
             Some(Marking::Rate(r)) => r.colour(last),
             Some(Marking::Window(w)) => w.colour_data(seq, seq + len, last, false),
         });
-        let r = self.route;
         let pkt = Packet {
-            flow: r.flow,
-            src: r.src,
-            dst: r.dst,
-            hash: r.hash_fwd,
             seq,
             payload: len as u32,
             wire_bytes: self.frame_overhead + len as u32,
             ecn: if self.ecn_mode == EcnMode::Off { Ecn::NotEct } else { Ecn::Ect },
-            ttl: INITIAL_TTL,
-            prio: r.prio,
             ts: now,
             colour,
             flags: if last { flags::FIN } else { 0 },
             hops: self.hop_records.then(|| cx.hops.alloc()),
-            ..Packet::default()
+            ..self.route.forward()
         };
         cx.counters.data_packets += 1;
         self.pace_next = now + self.rate().tx_time(pkt.wire_bytes as u64);
@@ -751,21 +744,15 @@ impl Responder {
 
     /// A packet from the responder back to the requester.
     fn control(&self, flags: u8, ack: u64, data: &Packet) -> Packet {
-        let r = self.route;
         Packet {
-            flow: r.flow,
-            src: r.dst,
-            dst: r.src,
-            hash: r.hash_rev,
             ack,
             wire_bytes: self.ack_frame,
             flags: flags | flags::REVERSE,
-            ttl: INITIAL_TTL,
             prio: self.control_prio,
             ts_echo: data.ts,
             hops_echo: Some(INITIAL_TTL.saturating_sub(data.ttl)),
             colour: if self.tlt { Colour::Control } else { Colour::Unimportant },
-            ..Packet::default()
+            ..self.route.reverse()
         }
     }
 }

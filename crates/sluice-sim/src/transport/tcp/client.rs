@@ -12,7 +12,7 @@ use crate::context::{Cx, Event, TimerKind};
 use crate::event::TimerFire;
 use crate::host::pacer::TokenBucket;
 use crate::packet::tcp_int::TcpInt;
-use crate::packet::{flags, Caps, Colour, Ecn, Packet, INITIAL_TTL};
+use crate::packet::{flags, Caps, Colour, Ecn, Packet};
 use crate::time::Time;
 use crate::transport::Io;
 
@@ -208,26 +208,19 @@ impl TcpClient {
         if !syn && s.ecn_mode() == EcnMode::PerPacket {
             caps.set(Caps::ECHO_EACH_MARK);
         }
-        let r = self.route;
         Packet {
-            flow: r.flow,
-            src: r.src,
-            dst: r.dst,
-            hash: r.hash_fwd,
             seq: seg.seq,
             payload: seg.len as u32,
             wire_bytes,
             flags: seg.flags,
             ecn: if s.ecn_mode() == EcnMode::Off || syn { Ecn::NotEct } else { Ecn::Ect },
-            ttl: INITIAL_TTL,
-            prio: r.prio,
             ts: cx.now,
             int,
             hops,
             caps,
             cookie: self.cookie,
             colour: seg.colour,
-            ..Packet::default()
+            ..self.route.forward()
         }
     }
 
@@ -287,22 +280,15 @@ impl TcpClient {
         }
         if pkt.has(flags::FIN) {
             // Acknowledge the server's FIN; wait out TIME_WAIT (again, for a retransmitted FIN).
-            let r = self.route;
             let ack = Packet {
-                flow: r.flow,
-                src: r.src,
-                dst: r.dst,
-                hash: r.hash_fwd,
                 seq: self.sender.nxt + 1,
                 ack: pkt.seq + pkt.payload as u64 + 1,
                 flags: flags::ACK,
-                ttl: INITIAL_TTL,
-                prio: r.prio,
                 ts: now,
                 ts_echo: pkt.ts,
                 wire_bytes: self.bare_frame,
                 colour: self.ctrl_colour,
-                ..Packet::default()
+                ..self.route.forward()
             };
             io.replies.push(ack);
             // The response rides on the FIN; a retransmitted FIN brings it again.

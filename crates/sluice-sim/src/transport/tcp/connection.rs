@@ -15,7 +15,7 @@
 use super::{TcpClient, TcpServer};
 use crate::context::{Cx, TimerKind};
 use crate::packet::tcp_int::IntEncoding;
-use crate::packet::Packet;
+use crate::packet::{flags, Packet, INITIAL_TTL};
 use crate::time::Time;
 use crate::transport::{Io, Side};
 
@@ -61,6 +61,29 @@ pub struct Route {
     pub hash_rev: u32,
     /// Switch priority queue.
     pub prio: u8,
+}
+
+impl Route {
+    /// A packet from the client to the server: addresses, ECMP hash, priority, a fresh TTL.
+    #[inline]
+    pub fn forward(&self) -> Packet {
+        Packet { flow: self.flow, src: self.src, dst: self.dst, hash: self.hash_fwd, ttl: INITIAL_TTL, prio: self.prio, ..Packet::default() }
+    }
+
+    /// A packet from the server back to the client, flagged as such.
+    #[inline]
+    pub fn reverse(&self) -> Packet {
+        Packet {
+            flow: self.flow,
+            src: self.dst,
+            dst: self.src,
+            hash: self.hash_rev,
+            flags: flags::REVERSE,
+            ttl: INITIAL_TTL,
+            prio: self.prio,
+            ..Packet::default()
+        }
+    }
 }
 
 /// The TCP-INT settings of both stacks, as the client's configuration knows them.

@@ -9,7 +9,7 @@ use super::{AckPlan, Receiver, TcpConfig};
 use crate::cc::EcnMode;
 use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
-use crate::packet::{flags, Caps, Colour, Packet, INITIAL_TTL};
+use crate::packet::{flags, Caps, Colour, Packet};
 use crate::time::Time;
 use crate::transport::Io;
 
@@ -161,21 +161,7 @@ impl TcpServer {
 
     /// A control packet to the client (SYN-ACK, FIN).
     fn ctrl(&self, flags: u8, seq: u64, ack: u64) -> Packet {
-        let r = self.route;
-        Packet {
-            flow: r.flow,
-            src: r.dst,
-            dst: r.src,
-            hash: r.hash_rev,
-            seq,
-            ack,
-            flags: flags | flags::REVERSE,
-            ttl: INITIAL_TTL,
-            prio: r.prio,
-            wire_bytes: self.bare_frame,
-            colour: self.ctrl_colour,
-            ..Packet::default()
-        }
+        Packet { seq, ack, flags: flags | flags::REVERSE, wire_bytes: self.bare_frame, colour: self.ctrl_colour, ..self.route.reverse() }
     }
 
     /// Takes a packet from the client.
