@@ -9,6 +9,7 @@
 use super::topology::{Graph, NodeKind};
 use crate::event::MAX_SOURCES;
 use crate::time::Time;
+use petgraph::unionfind::UnionFind;
 
 /// The partitions of a fabric.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,10 +47,10 @@ impl Partitions {
             return Partitions::one(graph, Some("closed-loop applications couple their hosts at zero delay"));
         }
         let is_top = |n: usize| tier(n) == Some(top);
-        let mut sets = DisjointSets::new(graph.nodes.len());
+        let mut sets = UnionFind::<usize>::new(graph.nodes.len());
         for l in &graph.links {
             if (!is_top(l.a) && !is_top(l.b)) || l.delay == Time::ZERO {
-                sets.join(l.a, l.b);
+                sets.union(l.a, l.b);
             }
         }
         // Units in order of their first node; a top switch not joined to one by a zero-delay
@@ -57,7 +58,7 @@ impl Partitions {
         let mut unit_of_root = vec![usize::MAX; graph.nodes.len()];
         let mut units = 0;
         for n in (0..graph.nodes.len()).filter(|&n| !is_top(n)) {
-            let r = sets.root(n);
+            let r = sets.find_mut(n);
             if unit_of_root[r] == usize::MAX {
                 unit_of_root[r] = units;
                 units += 1;
@@ -65,7 +66,7 @@ impl Partitions {
         }
         let mut dealt = 0;
         for n in (0..graph.nodes.len()).filter(|&n| is_top(n)) {
-            let r = sets.root(n);
+            let r = sets.find_mut(n);
             if unit_of_root[r] == usize::MAX {
                 unit_of_root[r] = dealt % units.max(1);
                 dealt += 1;
@@ -76,31 +77,9 @@ impl Partitions {
         }
         // More units than an event list tells apart: neighbouring units share a partition.
         let count = units.min(MAX_PARTITIONS);
-        let of_node: Vec<u16> = (0..graph.nodes.len()).map(|n| (unit_of_root[sets.root(n)] * count / units) as u16).collect();
+        let of_node: Vec<u16> = (0..graph.nodes.len()).map(|n| (unit_of_root[sets.find_mut(n)] * count / units) as u16).collect();
         let lookahead = graph.links.iter().filter(|l| of_node[l.a] != of_node[l.b]).map(|l| l.delay).min();
         Partitions { of_node, count, lookahead, note: None }
-    }
-}
-
-/// Union-find over node ids.
-struct DisjointSets(Vec<usize>);
-
-impl DisjointSets {
-    fn new(n: usize) -> DisjointSets {
-        DisjointSets((0..n).collect())
-    }
-    fn root(&mut self, mut n: usize) -> usize {
-        while self.0[n] != n {
-            self.0[n] = self.0[self.0[n]];
-            n = self.0[n];
-        }
-        n
-    }
-    fn join(&mut self, a: usize, b: usize) {
-        let (ra, rb) = (self.root(a), self.root(b));
-        // The smaller id is the root, so the result does not depend on the order of links.
-        let (lo, hi) = (ra.min(rb), ra.max(rb));
-        self.0[hi] = lo;
     }
 }
 
