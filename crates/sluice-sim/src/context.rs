@@ -58,13 +58,16 @@ pub enum TimerKind {
     PeerRto,
     /// The end of TIME_WAIT.
     TimeWait,
+    /// The client's close reaches a server that has none of its own (a TCP connection without a
+    /// handshake, a queue pair's responder): one path delay after the client closed.
+    PeerClosed,
 }
 
 impl TimerKind {
     /// True for the timers of the end that receives the data (the others are the sender's).
     #[inline]
     pub fn at_server(self) -> bool {
-        matches!(self, TimerKind::DelayedAck | TimerKind::PeerRto)
+        matches!(self, TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::PeerClosed)
     }
 }
 
@@ -148,12 +151,31 @@ pub fn stream(seed: u64, purpose: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
+/// An event for another partition's list, keyed by the partition that scheduled it, while
+/// partitions take turns window by window.
+#[derive(Clone, Copy, Debug)]
+pub struct Across {
+    /// The partition whose list takes it.
+    pub part: u16,
+    /// When it is due.
+    pub at: Time,
+    /// Its tie key in the scheduling partition's sequence.
+    pub tie: u64,
+    /// The event.
+    pub ev: Event,
+}
+
 /// What an element may do to the world while it handles an event.
 pub struct Cx<'a> {
     /// The current time.
     pub now: Time,
+    /// The acting element's partition.
+    pub part: u16,
+    /// Where partitions take turns on lists of their own: what is scheduled for another
+    /// partition, handed over when the acting one's turn ends. `None`: one list for all.
     /// The event list.
     pub events: &'a mut EventQueue<Event>,
+    pub across: Option<&'a mut Vec<Across>>,
     /// Network-wide counters.
     pub counters: &'a mut Counters,
     /// HPCC per-hop record stacks.
@@ -176,7 +198,19 @@ impl Cx<'_> {
     /// Schedules `ev` at `at` for an element of partition `part`, across a cut link.
     #[inline]
     pub fn schedule_to(&mut self, part: u16, at: Time, ev: Event) {
+        if self.across.is_some() && part != self.part {
+            return self.schedule_across(part, at, ev);
+        }
         self.events.push_to(at, ev, part as usize);
+    }
+
+    /// Keeps `ev` for partition `part`'s own list, with the acting partition's tie key, until
+    /// the acting partition's turn ends.
+    #[cold]
+    #[inline(never)]
+    fn schedule_across(&mut self, part: u16, at: Time, ev: Event) {
+        let tie = self.events.next_tie();
+        self.across.as_deref_mut().expect("partitions take turns").push(Across { part, at, tie, ev });
     }
 
     /// Counts a packet lost for `reason` and frees what it holds.
@@ -220,6 +254,6 @@ impl Bench {
     }
 
     pub fn cx(&mut self) -> Cx<'_> {
-        Cx { now: self.now, events: &mut self.q, counters: &mut self.counters, hops: &mut self.hops, flying: &mut self.flying, rng: &mut self.rng, capture: None }
+        Cx { now: self.now, part: 0, events: &mut self.q, across: None, counters: &mut self.counters, hops: &mut self.hops, flying: &mut self.flying, rng: &mut self.rng, capture: None }
     }
 }

@@ -179,10 +179,23 @@ impl<E: Copy> EventQueue<E> {
     /// across a cut link, at least a lookahead ahead).
     #[inline]
     pub fn push_to(&mut self, at: Time, ev: E, target: usize) {
-        let at = at.max(self.now).0;
+        let tie = self.next_tie();
+        self.push_keyed(at, tie, ev, target);
+    }
+
+    /// The acting source's next tie key, for an event it schedules on another partition's list.
+    #[inline(always)]
+    pub fn next_tie(&mut self) -> u64 {
         let tie = self.tie;
         // 2^43 events of one source before its sequence would run into the next source's.
         self.tie += 1;
+        tie
+    }
+
+    /// Schedules an event with the tie key its source took ([`Self::next_tie`]).
+    #[inline(always)]
+    pub fn push_keyed(&mut self, at: Time, tie: u64, ev: E, target: usize) {
+        let at = at.max(self.now).0;
         let target = target as u16;
         if slot_of(at) - self.cur < SLOTS {
             self.to_wheel(at, tie, ev, target);
@@ -226,16 +239,31 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Pops the next event with the partition it concerns.
-    #[inline]
+    #[inline(always)]
     pub fn pop_for(&mut self) -> Option<(Time, E, usize)> {
+        self.pop_until(Time(u64::MAX))
+    }
+
+    /// Pops the next event, with the partition it concerns, if it is due no later than `limit`.
+    /// The wheel never turns past `limit`'s slot, so what is pushed later for `limit` or after
+    /// still finds its place.
+    #[inline(always)]
+    pub fn pop_until(&mut self, limit: Time) -> Option<(Time, E, usize)> {
+        let last = slot_of(limit.0);
         let mut i = (self.cur & MASK) as usize;
         // The current slot often has more (synchronized traffic): then it is next, with no search.
         if self.occupied[i >> 6] & (1 << (i & 63)) == 0 {
             if self.on_wheel == 0 {
                 let next = self.far.peek()?.slot();
+                if next > last {
+                    return None;
+                }
                 self.turn_to(next);
             }
             let next = self.next_occupied();
+            if next > last {
+                return None;
+            }
             if next != self.cur {
                 self.turn_to(next);
             }
@@ -248,6 +276,10 @@ impl<E: Copy> EventQueue<E> {
             slot.sorted = true;
         }
         let e = slot.items[slot.head as usize];
+        let at = Time(self.cur << SLOT_SHIFT | e.key >> (64 - SLOT_SHIFT));
+        if at > limit {
+            return None;
+        }
         slot.head += 1;
         if slot.head as usize == slot.items.len() {
             slot.items.clear();
@@ -256,8 +288,19 @@ impl<E: Copy> EventQueue<E> {
             self.occupied[i >> 6] &= !(1 << (i & 63));
         }
         self.on_wheel -= 1;
-        self.now = Time(self.cur << SLOT_SHIFT | e.key >> (64 - SLOT_SHIFT));
-        Some((self.now, e.ev, e.target as usize))
+        self.now = at;
+        Some((at, e.ev, e.target as usize))
+    }
+
+    /// When the next event is due, if any, without taking it or turning the wheel.
+    pub fn next_time(&self) -> Option<Time> {
+        if self.on_wheel == 0 {
+            return self.far.peek().map(|e| Time((e.key >> 64) as u64));
+        }
+        let next = self.next_occupied();
+        let slot = &self.slots[(next & MASK) as usize];
+        let first = slot.items[slot.head as usize..].iter().map(|t| t.key).min()?;
+        Some(Time(next << SLOT_SHIFT | first >> (64 - SLOT_SHIFT)))
     }
 
     /// The next two events to pop, as far as they are in the current slot (a cheap look ahead,
@@ -494,6 +537,26 @@ mod tests {
         q.push(Time(50), 'y');
         let rest: String = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(rest, "xyb");
+    }
+
+    #[test]
+    fn pop_until_stops_at_its_limit_and_later_pushes_still_find_their_place() {
+        let mut q = EventQueue::new();
+        let far = Time(20 * (SLOTS << SLOT_SHIFT));
+        q.push(Time(100), 1);
+        q.push(Time(9000), 3);
+        q.push(far, 4);
+        assert_eq!(q.pop_until(Time(5000)), Some((Time(100), 1, 0)));
+        assert_eq!(q.pop_until(Time(5000)), None);
+        assert_eq!(q.next_time(), Some(Time(9000)));
+        // Pushed for the limit after the refusal: the next to pop, then the rest in order.
+        q.push(Time(5000), 2);
+        assert_eq!(q.pop_until(Time(5000)), Some((Time(5000), 2, 0)));
+        assert_eq!(q.pop_until(far - Time(1)), Some((Time(9000), 3, 0)));
+        assert_eq!(q.pop_until(far - Time(1)), None);
+        assert_eq!(q.next_time(), Some(far));
+        assert_eq!(q.pop(), Some((far, 4)));
+        assert_eq!(q.next_time(), None);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! in-order check is independent of what it checks.
 
 use crate::cc::negotiation::Negotiation;
+use crate::packet::Packet;
 use crate::time::Time;
-use crate::transport::tcp::{Sender, TcpConnection, TimeoutRecord, TltCounts};
-use crate::transport::Transport;
+use crate::transport::tcp::{Sender, TcpConnection, TimeWait, TimeoutRecord, TltCounts};
+use crate::transport::{Side, Transport};
 use crate::workload::proxy::{RelayEnd, Splicing};
 use std::collections::VecDeque;
 
@@ -43,8 +44,13 @@ pub struct Flow {
     /// On a persistent connection: where each message the receiver still awaits ends, with its
     /// application tag, in sending order.
     pub messages: VecDeque<(u64, u32)>,
-    /// The live transport; `None` once the connection is done.
+    /// The live transport; `None` once neither end runs.
     pub transport: Option<Transport>,
+    /// Which ends still run, by [`Side`]: each end closes from its own host's events, and the
+    /// transport is released once neither does.
+    open: [bool; 2],
+    /// A client that waits out TIME_WAIT answers a retransmitted FIN from this.
+    time_wait: Option<Box<TimeWait>>,
     /// The flow sits in its NIC's scheduler.
     pub in_active: bool,
     /// A transaction: the bytes the server answers with on its FIN.
@@ -94,6 +100,8 @@ impl Flow {
             app: None,
             messages: VecDeque::new(),
             transport: Some(transport),
+            open: [true; 2],
+            time_wait: None,
             in_active: false,
             response: None,
             answered: None,
@@ -113,6 +121,58 @@ impl Flow {
     /// The TCP connection, mutably (a probe may wrap the algorithm before the run).
     pub fn tcp_mut(&mut self) -> Option<&mut TcpConnection> {
         self.transport.as_mut().and_then(Transport::tcp_mut)
+    }
+
+    /// The transport as end `side` acts on it, while that end runs.
+    #[inline]
+    pub fn end_mut(&mut self, side: Side) -> Option<&mut Transport> {
+        if self.open[side as usize] {
+            self.transport.as_mut()
+        } else {
+            None
+        }
+    }
+
+    /// The transport as end `side` sees it, while that end runs.
+    #[inline]
+    pub fn end(&self, side: Side) -> Option<&Transport> {
+        if self.open[side as usize] {
+            self.transport.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Whether end `side` still runs.
+    #[inline]
+    pub fn is_open(&self, side: Side) -> bool {
+        self.open[side as usize] && self.transport.is_some()
+    }
+
+    /// End `side` closed, at its own host: a client keeps what TIME_WAIT needs, and the
+    /// transport is released once both ends are closed.
+    pub fn close_end(&mut self, side: Side) {
+        self.open[side as usize] = false;
+        if side == Side::Client {
+            if let Some(c) = self.tcp() {
+                let (at, tw) = (c.closes_at(), c.client.time_wait().map(Box::new));
+                (self.closed_at, self.time_wait) = (at, tw);
+            }
+        }
+        if self.open == [false; 2] {
+            self.release();
+        }
+    }
+
+    /// A FIN reaches the closed client: in TIME_WAIT it is acknowledged again and TIME_WAIT
+    /// starts over (RFC 9293, 3.10.7.4); the acknowledgement, if any.
+    pub fn time_wait_answer(&mut self, fin: &Packet, now: Time) -> Option<Packet> {
+        let tw = self.time_wait.as_deref()?;
+        if self.closed_at.is_some_and(|end| now >= end) {
+            return None;
+        }
+        self.closed_at = Some(now + tw.lasts);
+        Some(Packet { ack: fin.seq + fin.payload as u64 + 1, ts: now, ts_echo: fin.ts, ..tw.ack })
     }
 
     /// The TCP sender, while the connection lives.
@@ -228,7 +288,6 @@ impl Flow {
             self.kept.timeouts = t.timeouts().to_vec();
             self.kept.tlt = t.tlt_counts();
             if let Some(c) = t.tcp() {
-                self.closed_at = c.closes_at();
                 let s = &c.client.sender;
                 self.kept.int_enabled = s.int_enabled();
                 self.kept.loss_probes = s.tlp.as_ref().map(|t| t.probes);

@@ -5,7 +5,7 @@
 //! world routes events to them and hands what one reports to the next: a transport's report to
 //! its host, then to the applications, then back to the host ([`World::carry_out`]'s order).
 
-use crate::context::{Counters, Cx, Event, SampleKind, Streams};
+use crate::context::{Across, Counters, Cx, Event, SampleKind, Streams};
 use crate::event::EventQueue;
 use crate::flow::Flow;
 use crate::host::cpu::{Cpu, CpuConfig};
@@ -192,6 +192,21 @@ pub struct World {
     flying: Flying,
     /// The circuit schedule of a reconfigurable network.
     circuit: Option<CircuitParts>,
+    /// Partitions taking turns window by window, each on a list of its own, when a test asks.
+    windows: Option<Box<Windows>>,
+}
+
+/// Partitions taking turns window by window, each on its own event list, as threads will run
+/// them: the check that a run's order does not depend on how its partitions are scheduled.
+struct Windows {
+    /// Each partition's list, the run's own last; the acting one's is in `World::q`.
+    lists: Vec<EventQueue<Event>>,
+    /// Whose list is in `World::q`.
+    acting: usize,
+    /// What an acting partition scheduled for another, handed over when its turn ends.
+    across: Vec<Across>,
+    /// Partitions take their turns last to first.
+    reversed: bool,
 }
 
 /// Borrows the context elements act through out of the world's own fields.
@@ -199,7 +214,9 @@ macro_rules! cx {
     ($w:ident, $now:expr) => {
         Cx {
             now: $now,
+            part: $w.part as u16,
             events: &mut $w.q,
+            across: $w.windows.as_deref_mut().map(|w| &mut w.across),
             counters: &mut $w.counters,
             hops: &mut $w.hops,
             flying: &mut $w.flying,
@@ -212,7 +229,7 @@ macro_rules! cx {
 /// Borrows what a host's stack acts on out of the world's own fields.
 macro_rules! stack {
     ($w:ident, $now:expr) => {
-        Stack { flows: &mut $w.flows, ports: &mut $w.net.ports, cx: cx!($w, $now) }
+        Stack { flows: &mut $w.flows, ports: &mut $w.net.ports, cx: cx!($w, $now), host_part: &$w.host_part }
     };
 }
 
@@ -299,6 +316,7 @@ impl World {
             hops: HopSlab::default(),
             flying: Flying::default(),
             circuit: p.circuit,
+            windows: None,
         };
         for spec in &p.flows {
             let f = world.add_flow(spec);
@@ -316,36 +334,78 @@ impl World {
             Some(_) => (0..world.flows.len() as u32).collect(),
             None => Vec::new(),
         };
+        world.schedule_starts();
+        world
+    }
+
+    /// Schedules what starts the run: each partition's chain of flow starts, the samples, the
+    /// end, the circuit's first day.
+    fn schedule_starts(&mut self) {
         // Each partition starts its own flows, in start order, by a chain of events of its own.
-        let mut heads = vec![u32::MAX; world.parts.count];
-        let mut last = vec![u32::MAX; world.parts.count];
-        world.next_start = vec![u32::MAX; world.flows.len()];
-        for f in &world.flows {
-            let part = world.host_part[f.src as usize] as usize;
+        let mut heads = vec![u32::MAX; self.parts.count];
+        let mut last = vec![u32::MAX; self.parts.count];
+        self.next_start = vec![u32::MAX; self.flows.len()];
+        for f in &self.flows {
+            let part = self.host_part[f.src as usize] as usize;
             match last[part] {
                 u32::MAX => heads[part] = f.id,
-                prev => world.next_start[prev as usize] = f.id,
+                prev => self.next_start[prev as usize] = f.id,
             }
             last[part] = f.id;
         }
         for (part, &f) in heads.iter().enumerate().filter(|(_, &f)| f != u32::MAX) {
-            world.q.set_source(part);
-            world.q.push(world.flows[f as usize].start, Event::FlowStart(f));
+            self.act_as(part);
+            self.q.push(self.flows[f as usize].start, Event::FlowStart(f));
         }
-        world.q.set_source(world.global);
-        if !world.queue_ports.is_empty() {
-            world.q.push(Time::ZERO, Event::Sample(SampleKind::Queues));
+        self.act_as(self.global);
+        if !self.queue_ports.is_empty() {
+            self.q.push(Time::ZERO, Event::Sample(SampleKind::Queues));
         }
-        if !world.cwnd_flows.is_empty() {
-            world.q.push(Time::ZERO, Event::Sample(SampleKind::Cwnd));
+        if !self.cwnd_flows.is_empty() {
+            self.q.push(Time::ZERO, Event::Sample(SampleKind::Cwnd));
         }
-        if let Some(end) = world.end {
-            world.q.push(end, Event::End);
+        if let Some(end) = self.end {
+            self.q.push(end, Event::End);
         }
-        if world.circuit.is_some() {
-            world.q.push(Time::ZERO, Event::Circuit);
+        if self.circuit.is_some() {
+            self.q.push(Time::ZERO, Event::Circuit);
         }
-        world
+    }
+
+    /// Makes partition `part` (or the run's own source) the one acting: what is scheduled next is
+    /// its.
+    #[inline]
+    fn act_as(&mut self, part: usize) {
+        self.part = part;
+        match self.windows.as_deref_mut() {
+            None => self.q.set_source(part),
+            Some(w) if w.acting != part => {
+                std::mem::swap(&mut self.q, &mut w.lists[w.acting]);
+                std::mem::swap(&mut self.q, &mut w.lists[part]);
+                w.acting = part;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Lets the partitions take turns window by window, each on its own event list, first to
+    /// last or (`reversed`) last to first, as threads will run them. The run is the same as on
+    /// the one list (a test checks); with one partition nothing changes. Call before [`Self::run`].
+    pub fn take_turns(&mut self, reversed: bool) {
+        if self.parts.count == 1 || self.events > 0 {
+            return;
+        }
+        let lists = (0..=self.global)
+            .map(|part| {
+                let mut q = EventQueue::new();
+                q.set_source(part);
+                q
+            })
+            .collect();
+        self.q = EventQueue::new();
+        self.windows = Some(Box::new(Windows { lists, acting: self.global, across: Vec::new(), reversed }));
+        std::mem::swap(&mut self.q, &mut self.windows.as_deref_mut().expect("just set").lists[self.global]);
+        self.schedule_starts();
     }
 
     /// Adds a flow; flows known at build time must be added in start-time order.
@@ -387,6 +447,9 @@ impl World {
     /// Runs until the end time, the last flow finishing (when asked), or no events remain.
     /// `progress` is called now and then with the current simulated time.
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
+        if let (Some(window), true) = (self.parts.lookahead, self.windows.is_some()) {
+            return self.run_windows(window, progress);
+        }
         while !self.stopped {
             let Some((now, ev, part)) = self.q.pop_for() else { break };
             if self.parts.count > 1 {
@@ -406,6 +469,76 @@ impl World {
             if self.events & 0xffff == 0 {
                 progress(now);
             }
+        }
+    }
+
+    /// Partitions take turns window by window, each window as long as the lookahead (aligned to
+    /// its multiples): within one, each partition runs its own list alone, since nothing another
+    /// does reaches it before the window ends; then what crossed goes to its lists. The run's own
+    /// events cut a window: the partitions run up to and including their time, then the event.
+    #[inline(never)]
+    fn run_windows(&mut self, window: Time, progress: &mut dyn FnMut(Time)) {
+        let own = self.global;
+        let mut order: Vec<usize> = (0..self.parts.count).collect();
+        if self.windows.as_deref().is_some_and(|w| w.reversed) {
+            order.reverse();
+        }
+        let mut reported = self.events;
+        while !self.stopped {
+            let Some(start) = self.next_time_of_all() else { break };
+            if self.stop_at.is_some_and(|t| start >= t) {
+                self.stopped = true;
+                break;
+            }
+            let end = Time((start.0 / window.0 + 1) * window.0);
+            loop {
+                self.act_as(own);
+                let cut = self.q.next_time().filter(|&t| t < end);
+                let limit = cut.unwrap_or(Time(end.0 - 1));
+                for &part in &order {
+                    self.act_as(part);
+                    while let Some((now, ev, _)) = self.q.pop_until(limit) {
+                        self.prefetch_ahead();
+                        self.clock = self.clock.max(now);
+                        self.events += 1;
+                        self.step(now, ev);
+                    }
+                    self.hand_over(limit);
+                }
+                if cut.is_none() {
+                    break;
+                }
+                self.act_as(own);
+                let (now, ev, _) = self.q.pop_for().expect("the run's own event just seen");
+                self.clock = self.clock.max(now);
+                self.events += 1;
+                self.step(now, ev);
+                self.hand_over(limit);
+                if self.stopped {
+                    return;
+                }
+            }
+            if self.events - reported > 0xffff {
+                reported = self.events;
+                progress(self.clock);
+            }
+        }
+    }
+
+    /// When the earliest event of any partition's list is due.
+    fn next_time_of_all(&self) -> Option<Time> {
+        let w = self.windows.as_deref().expect("partitions take turns");
+        let parked = w.lists.iter().enumerate().filter(|&(i, _)| i != w.acting).filter_map(|(_, q)| q.next_time());
+        parked.chain(self.q.next_time()).min()
+    }
+
+    /// Hands what the acting partition scheduled for others to their lists: nothing may be due
+    /// within the turn that just ran to `limit`, or the lookahead was wrong.
+    fn hand_over(&mut self, limit: Time) {
+        let w = self.windows.as_deref_mut().expect("partitions take turns");
+        for a in w.across.drain(..) {
+            assert!(a.at > limit, "{:?} for partition {} at {} reaches back into a turn that ran to {limit}", a.ev, a.part, a.at);
+            w.lists[a.part as usize].push_keyed(a.at, a.tie, a.ev, a.part as usize);
         }
     }
 
@@ -480,7 +613,9 @@ impl World {
         }
     }
 
-    /// The one dispatch: each event goes to the element it concerns.
+    /// The one dispatch: each event goes to the element it concerns. Inlined into both loops, as
+    /// a call per event costs more than the copy.
+    #[inline(always)]
     fn step(&mut self, now: Time, ev: Event) {
         match ev {
             Event::Arrive(p, place) => {
@@ -571,19 +706,21 @@ impl World {
                 self.apply_app_io(a, io, now);
             }
             Event::Circuit => {
-                for sw in self.net.switches.iter_mut().filter(|s| s.tor.is_some()) {
-                    let node = sw.node as usize;
+                for s in 0..self.net.switches.len() {
+                    let node = self.net.switches[s].node as usize;
+                    if self.net.switches[s].tor.is_none() {
+                        continue;
+                    }
                     // Each ToR acts for its own partition.
                     if self.parts.count > 1 {
-                        self.part = self.parts.of_node[node] as usize;
-                        self.q.set_source(self.part);
+                        self.act_as(self.parts.of_node[node] as usize);
                     }
+                    let sw = &mut self.net.switches[s];
                     let ports = &mut self.net.ports[sw.first_port as usize..self.net.port_base[node + 1] as usize];
                     let mut cx = cx!(self, now);
                     sw.serve_uplinks(ports, &mut cx);
                 }
-                self.part = self.global;
-                self.q.set_source(self.global);
+                self.act_as(self.global);
                 if let Some(next) = self.circuit.as_ref().and_then(|c| c.schedule.next_change(now)) {
                     self.q.push(next, Event::Circuit);
                 }
@@ -818,8 +955,7 @@ impl World {
     pub fn inject(&mut self, h: u32, pkt: Packet) {
         self.counters.packets_sent += 1;
         if self.parts.count > 1 {
-            self.part = self.host_part[h as usize] as usize;
-            self.q.set_source(self.part);
+            self.act_as(self.host_part[h as usize] as usize);
         }
         self.host_arrival(h, pkt, self.clock);
     }

@@ -2,7 +2,8 @@
 //! a random workload, algorithm and loss rate. Each scenario is checked and run; then packet and
 //! byte conservation (exactly-once, in-order delivery) hold, every figure in every output file is
 //! a finite non-negative number, utilization lies in [0, 1], and a second run with the same seed
-//! writes byte-identical files.
+//! writes byte-identical files, also when its partitions take turns window by window, last to
+//! first, each on its own event list (as threads will run them).
 
 use proptest::prelude::*;
 use sluice_sim::{metrics, scenario};
@@ -90,10 +91,14 @@ fn scenario_text() -> impl Strategy<Value = String> {
     })
 }
 
-/// Builds, runs and writes the outputs of `text`; returns each output file's bytes by name.
-fn run(text: &str, dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, TestCaseError> {
+/// Builds, runs and writes the outputs of `text`, its partitions taking turns if `turns`; returns
+/// each output file's bytes by name.
+fn run(text: &str, dir: &Path, turns: bool) -> Result<BTreeMap<String, Vec<u8>>, TestCaseError> {
     let loaded = scenario::parse(text, "prop.toml", Path::new("."), &[]).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut world = sluice_sim::scenario::build(&loaded).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    if turns {
+        world.take_turns(true);
+    }
     world.run(&mut |_| {});
     world.check_conservation().map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
     metrics::write_outputs(&world, dir, 0.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -150,7 +155,7 @@ proptest! {
     #[test]
     fn random_small_scenarios_keep_the_engine_invariants(text in scenario_text()) {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let first = run(&text, a.path())?;
+        let first = run(&text, a.path(), false)?;
         prop_assert!(first.contains_key("flows.csv") && first.contains_key("summary.json"), "{:?}", first.keys());
         for (name, bytes) in &first {
             let text_of = String::from_utf8_lossy(bytes);
@@ -161,8 +166,9 @@ proptest! {
                 summary_is_proper(&v, "").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
             }
         }
-        // Same scenario, same seed: identical outputs (summary.json holds the wall time, given as 0).
-        let second = run(&text, b.path())?;
+        // Same scenario, same seed: identical outputs (summary.json holds the wall time, given as
+        // 0), however the partitions are scheduled.
+        let second = run(&text, b.path(), true)?;
         prop_assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
         for (name, bytes) in &first {
             prop_assert!(bytes == &second[name], "{} differs between two runs of\n{}", name, text);

@@ -204,10 +204,11 @@ fn on_rdma_tlt_removes_the_timeouts_and_cuts_the_incast_tail_as_its_papers_simul
     // simulator on this setting (docs/tlt.md, 2,000 background flows): -71% (SACK), -42% (IRN),
     // -69% (HPCC), 0 timeouts each. Here, on 10 ms of arrivals: no timeout with TLT, the tail
     // at least 55% lower with SACK and HPCC and 30% with IRN, the background mean within 10%
-    // with DCQCN. HPCC's background mean with TLT is 10% above its mean without on the full run
+    // with DCQCN. HPCC's background mean with TLT is 18% above its mean without on the full run
     // (the reference's 5% below; docs/tlt.md explains the gap), and on 10 ms of arrivals that
-    // ratio moves from seed to seed (1.23, 1.29, 1.00 for seeds 1-3; 1.07, 1.21, 1.16 before
-    // the canonical event order): it is checked over three seeds pooled (1.18), within 25%.
+    // ratio moves from seed to seed (1.13, 1.18, 1.13 for seeds 1-3; 1.23, 1.29, 1.00 before
+    // each end of a queue pair closed by itself; 1.07, 1.21, 1.16 before the canonical event
+    // order): it is checked over three seeds pooled (1.14), within 20%.
     let irn = ["rdma.recovery=\"irn\"", "rdma.rto=\"1930us\"", "rdma.rto_low=\"454us\"", "rdma.irn_window=19"];
     let hpcc = ["classes.background.cc=\"hpcc\"", "classes.foreground.cc=\"hpcc\""];
     for (name, variant, cut) in [("DCQCN+SACK", &[][..], 0.45), ("DCQCN+IRN", &irn[..], 0.70), ("HPCC+SACK", &hpcc[..], 0.45)] {
@@ -220,7 +221,7 @@ fn on_rdma_tlt_removes_the_timeouts_and_cuts_the_incast_tail_as_its_papers_simul
                 bg_off += tlt_rdma(&[variant, &["tlt.enabled=false", seed]].concat()).1;
                 bg_on += tlt_rdma(&[variant, &[seed]].concat()).1;
             }
-            1.25
+            1.20
         } else {
             1.10
         };

@@ -14,6 +14,7 @@
 //!   host closes or relays the connection itself, and the fallback is counted.
 
 use super::splice::Splicer;
+use crate::context::Cx;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
 use crate::transport::tcp::{TcpClient, TcpConnection, TcpServer};
@@ -152,7 +153,8 @@ impl Offload {
     /// a cookie, verifies the cookie of the handshake's ACK (a verified one goes on to the host,
     /// which creates the connection as it takes the segment), and takes the client's ACK of a FIN
     /// the NIC owns. True when the NIC consumed the segment; its outcome is then in `io`.
-    pub fn on_segment(&mut self, conn: &mut TcpConnection, pkt: &Packet, io: &mut Io, now: Time) -> bool {
+    pub fn on_segment(&mut self, conn: &mut TcpConnection, pkt: &Packet, io: &mut Io, cx: &mut Cx) -> bool {
+        let now = cx.now;
         if self.setup && conn.server.listening() {
             if pkt.is_syn() {
                 io.replies.push(conn.server.syn_ack(pkt, self.cookie(pkt, now)));
@@ -168,7 +170,7 @@ impl Offload {
         if self.owns(pkt.flow) {
             if conn.server.acks_fin(pkt) {
                 self.closed(pkt.flow);
-                conn.nic_closed(io);
+                conn.nic_closed(io, cx);
             }
             // Anything else (the client's retransmitted data) is answered by the NIC's FIN timer.
             return true;

@@ -13,7 +13,8 @@ use super::telemetry::{TelemetryLog, TelemetryRow};
 use crate::context::{Cx, Event, TimerKind};
 use crate::flow::Flow;
 use crate::net::port::Port;
-use crate::packet::Packet;
+use crate::packet::{flags, Packet};
+use crate::time::Time;
 use crate::transport::tcp::State;
 use crate::transport::{Io, Side, Transport};
 use crate::workload::proxy::{RelayEnd, Splicing};
@@ -31,6 +32,8 @@ pub struct Stack<'a> {
     pub ports: &'a mut [Port],
     /// Clock, events, counters, slabs.
     pub cx: Cx<'a>,
+    /// Each host's partition, for what one end tells the other across the fabric.
+    pub host_part: &'a [u16],
 }
 
 /// A transport's report that the world carries on with: flow `flow`'s, at host `host` (the
@@ -110,16 +113,22 @@ impl Hosts {
         let f = pkt.flow;
         let flow = &mut s.flows[f as usize];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
-        if flow.transport.is_none() {
-            // A closed connection takes nothing more.
+        if !flow.is_open(side) {
+            // A closed end takes nothing more; a client in TIME_WAIT acknowledges a FIN again.
             s.cx.release(&pkt);
+            if pkt.has(flags::FIN) && side == Side::Client {
+                if let Some(ack) = flow.time_wait_answer(&pkt, s.cx.now) {
+                    self.nics[h as usize].ctrl.push_back(ack);
+                    self.nic_send(h, s);
+                }
+            }
             return None;
         }
         self.io.reset();
         if side == Side::Server && nic_takes(&mut self.offloads, h, f, &pkt, &mut self.io, s) {
             return Some(Carry { flow: f, host: h });
         }
-        let t = s.flows[f as usize].transport.as_mut().expect("checked above");
+        let t = s.flows[f as usize].transport.as_mut().expect("an open end has a transport");
         t.on_packet(side, &pkt, &mut self.io, &mut s.cx);
         self.after_stack(h, f, true, s)
     }
@@ -168,13 +177,14 @@ impl Hosts {
     /// Lets flow `f`'s transport act (`act`) at its end on host `h` and returns its report, or
     /// nothing if the connection is gone.
     pub fn with_transport(&mut self, f: u32, h: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
-        self.act(f, s, act).then_some(Carry { flow: f, host: h })
+        let side = if h == s.flows[f as usize].dst { Side::Server } else { Side::Client };
+        self.act(f, side, s, act).then_some(Carry { flow: f, host: h })
     }
 
-    /// Lets flow `f`'s transport act, its report in [`Self::report`]; false if the connection is
-    /// gone.
-    fn act(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> bool {
-        let Some(t) = s.flows[f as usize].transport.as_mut() else { return false };
+    /// Lets flow `f`'s transport act at end `side`, its report in [`Self::report`]; false if that
+    /// end is closed.
+    fn act(&mut self, f: u32, side: Side, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> bool {
+        let Some(t) = s.flows[f as usize].end_mut(side) else { return false };
         self.io.reset();
         act(t, &mut self.io, &mut s.cx);
         true
@@ -185,11 +195,12 @@ impl Hosts {
     pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut Stack) -> Option<Carry> {
         let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
         let server_timer = kind.at_server();
-        if !(server_timer && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
+        // The peer's close is no work for the server's CPU: the connection is over.
+        if !(server_timer && kind != TimerKind::PeerClosed && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
             let h = if server_timer { dst } else { src };
             return self.with_transport(f, h, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
         }
-        if !self.act(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx)) || (self.io.replies.is_empty() && !self.io.closed) {
+        if !self.act(f, Side::Server, s, |t, io, cx| t.on_timer(kind, gen, io, cx)) || (self.io.replies.is_empty() && !self.io.closed) {
             // Gone, or a stale or rescheduled timer: no work.
             return None;
         }
@@ -204,7 +215,7 @@ impl Hosts {
             return;
         }
         let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
-        let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return };
+        let Some(conn) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) else { return };
         if let Some(at) = off.hand_over(&mut conn.server, f, &self.io.replies, s.cx.now) {
             s.cx.schedule(at, Event::NicTick(h));
         }
@@ -231,8 +242,8 @@ impl Hosts {
     #[cold]
     pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut Stack) -> Carry {
         self.io.reset();
-        if let Some(c) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) {
-            c.nic_closed(&mut self.io);
+        if let Some(c) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) {
+            c.nic_closed(&mut self.io, &mut s.cx);
         }
         Carry { flow: f, host: h }
     }
@@ -241,9 +252,9 @@ impl Hosts {
     /// through end to end.
     #[cold]
     pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut Stack) -> Option<Carry> {
-        let acted = self.act(f, s, |t, io, _| {
+        let acted = self.act(f, side, s, |t, io, cx| {
             if let Some(c) = t.tcp_mut() {
-                c.spliced_closed(side, io);
+                c.spliced_closed(side, io, cx);
             }
         });
         acted.then_some(Carry { flow: f, host: h })
@@ -345,7 +356,15 @@ impl Hosts {
         let (h, io) = (c.host, &mut self.io);
         let flow = &mut s.flows[c.flow as usize];
         if io.closed {
-            flow.release();
+            let side = if h == flow.dst { Side::Server } else { Side::Client };
+            if side == Side::Client && flow.transport.as_ref().is_some_and(|t| !t.server_closes_itself()) {
+                // The server has no close of its own: the client's reaches it one path delay
+                // later (at least the lookahead of any cut link on the path, so it never
+                // reaches across partitions sooner than a packet could).
+                let at = s.cx.now + Time(flow.base_rtt.0 / 2);
+                s.cx.schedule_to(s.host_part[flow.dst as usize], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
+            }
+            flow.close_end(side);
         }
         if io.interim {
             // The server is ready for the rest: the client's application writes it.
@@ -354,7 +373,7 @@ impl Hosts {
                 io.activate = true;
             }
         }
-        if io.activate && flow.transport.is_some() {
+        if io.activate && flow.is_open(Side::Client) {
             let src = flow.src;
             self.nics[src as usize].activate(flow);
             if src != h {
@@ -370,8 +389,8 @@ impl Hosts {
 #[inline]
 fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
     let Some(off) = offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
-    let Some(conn) = s.flows[f as usize].transport.as_mut().and_then(Transport::tcp_mut) else { return false };
-    let consumed = off.on_segment(conn, pkt, io, s.cx.now);
+    let Some(conn) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) else { return false };
+    let consumed = off.on_segment(conn, pkt, io, &mut s.cx);
     if consumed {
         s.cx.release(pkt);
     }

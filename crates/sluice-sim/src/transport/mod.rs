@@ -35,7 +35,7 @@ pub struct Io {
     pub delivered: Option<(u64, u64)>,
     /// Every data byte is acknowledged: the flow is complete.
     pub completed: bool,
-    /// Both ends are closed: the connection's state may be released.
+    /// The end that acted closed: it takes nothing more, and its state goes once both ends have.
     pub closed: bool,
     /// The ACK carried a TCP-INT echo the sender decoded.
     pub echo: bool,
@@ -232,6 +232,15 @@ impl Transport {
         match self {
             Transport::Tcp(c) => c.client.sender.is_persistent(),
             Transport::Rdma(q) => q.is_persistent(),
+        }
+    }
+
+    /// Whether the server end closes itself; if not, the client's close reaches it one path
+    /// delay later as [`TimerKind::PeerClosed`].
+    pub fn server_closes_itself(&self) -> bool {
+        match self {
+            Transport::Tcp(c) => c.server_closes_itself(),
+            Transport::Rdma(_) => false,
         }
     }
 

@@ -340,21 +340,22 @@ impl QueuePair {
     pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         match side {
             Side::Server => self.responder.respond(pkt, io, cx),
-            Side::Client => {
-                self.requester.on_feedback(pkt, io, cx);
-                if io.closed {
-                    // The queue pair is destroyed: the responder's NIC frees what it holds too.
-                    if let Some(h) = self.responder.hops_held.take() {
-                        cx.hops.free(h);
-                    }
-                }
-            }
+            Side::Client => self.requester.on_feedback(pkt, io, cx),
         }
     }
 
-    /// Runs one of the requester's timers.
+    /// Runs one of the requester's timers, or closes the responder when the requester's close
+    /// reaches it ([`TimerKind::PeerClosed`]: a responder has no close of its own); `io.closed`
+    /// if that closed an end.
     pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
-        self.requester.on_timer(kind, gen, io, cx)
+        if kind == TimerKind::PeerClosed {
+            if let Some(h) = self.responder.hops_held.take() {
+                cx.hops.free(h);
+            }
+            io.closed = true;
+        } else {
+            self.requester.on_timer(kind, gen, io, cx)
+        }
     }
 }
 
@@ -648,7 +649,7 @@ impl Requester {
                 }
                 io.activate = true;
             }
-            TimerKind::LossProbe | TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait => {}
+            TimerKind::LossProbe | TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait | TimerKind::PeerClosed => {}
         }
     }
 }

@@ -52,6 +52,15 @@ pub struct TcpClient {
     cookie: u32,
 }
 
+/// What a client in TIME_WAIT keeps (Linux's timewait mini-socket): enough to acknowledge a
+/// retransmitted FIN, and how long it waits.
+pub struct TimeWait {
+    /// The acknowledgement it sends, less the numbers taken from the FIN.
+    pub ack: Packet,
+    /// How long TIME_WAIT lasts from the last FIN.
+    pub lasts: Time,
+}
+
 impl TcpClient {
     /// A client not yet opened. Without a handshake it starts established with the class's
     /// algorithm as configured ("not_negotiated"), using TCP-INT when both stacks are configured
@@ -311,6 +320,20 @@ impl TcpClient {
         matches!(self.state, State::TimeWait | State::Closed)
     }
 
+    /// What the client keeps while it waits out TIME_WAIT, if it does.
+    pub fn time_wait(&self) -> Option<TimeWait> {
+        (self.state == State::TimeWait).then(|| TimeWait {
+            ack: Packet {
+                seq: self.sender.nxt + 1,
+                flags: flags::ACK,
+                wire_bytes: self.bare_frame,
+                colour: self.ctrl_colour,
+                ..self.route.forward()
+            },
+            lasts: self.time_wait,
+        })
+    }
+
     /// When the client is fully closed: the end of its TIME_WAIT.
     pub fn closes_at(&self) -> Option<Time> {
         self.time_wait_since.map(|t| t + self.time_wait)
@@ -380,7 +403,7 @@ impl TcpClient {
                 }
                 io.activate = true;
             }
-            TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait => {}
+            TimerKind::DelayedAck | TimerKind::PeerRto | TimerKind::TimeWait | TimerKind::PeerClosed => {}
         }
     }
 }

@@ -112,66 +112,80 @@ impl TcpConnection {
         TcpConnection { client, server, handshake }
     }
 
-    /// Takes a packet arriving at `side`'s host.
+    /// Takes a packet arriving at `side`'s host; `io.closed` if that closed the end.
     pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         match side {
             Side::Server => {
                 let was = self.server.state;
                 self.server.on_packet(pkt, io, cx);
-                if was != State::Closed && self.server.state == State::Closed {
-                    self.check_closed(io);
-                }
+                self.server_closed_if(was, io, cx);
             }
             Side::Client => {
+                let was = self.client.done();
                 self.client.on_packet(pkt, io, cx);
-                if !self.handshake {
-                    // Without a handshake there is no close: the flow is done when its data is.
-                    if io.completed {
-                        self.server.state = State::Closed;
-                        io.closed = true;
-                    }
-                    return;
-                }
-                self.check_closed(io);
+                io.closed = !was && self.client.done();
             }
         }
     }
 
-    /// Runs one of the connection's timers, at the end that owns it.
+    /// Runs one of the connection's timers, at the end that owns it; `io.closed` if that closed
+    /// the end.
     pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
-        if kind.at_server() {
+        if kind == TimerKind::PeerClosed {
+            // Without a handshake the server has no close of its own: the client's completion
+            // reaches it one path delay later, as a close would.
+            let was = self.server.state;
+            self.server.state = State::Closed;
+            self.server_closed_if(was, io, cx);
+        } else if kind.at_server() {
             let was = self.server.state;
             self.server.on_timer(kind, gen, io, cx);
-            if was != State::Closed && self.server.state == State::Closed {
-                self.check_closed(io);
-            }
+            self.server_closed_if(was, io, cx);
         } else {
+            let was = self.client.done();
             self.client.on_timer(kind, gen, io, cx);
+            io.closed = !was && self.client.done();
         }
+    }
+
+    /// Whether the server closes itself (with a handshake, by its FIN's acknowledgement); if not,
+    /// the client's close reaches it as [`TimerKind::PeerClosed`].
+    pub fn server_closes_itself(&self) -> bool {
+        self.handshake
     }
 
     /// The server's NIC finished the close it took over (its FIN was acknowledged, or it gave
     /// up): the server is closed.
-    pub fn nic_closed(&mut self, io: &mut Io) {
-        if self.server.nic_closed() {
-            self.check_closed(io);
-        }
+    pub fn nic_closed(&mut self, io: &mut Io, cx: &mut Cx) {
+        let was = self.server.state;
+        self.server.nic_closed();
+        self.server_closed_if(was, io, cx);
     }
 
     /// The proxy's NIC spliced this connection to another and has seen the close go through end
     /// to end: the proxy host's end (`side`) is closed without a packet of its own.
-    pub fn spliced_closed(&mut self, side: Side, io: &mut Io) {
+    pub fn spliced_closed(&mut self, side: Side, io: &mut Io, cx: &mut Cx) {
         match side {
-            Side::Server => self.server.spliced_closed(),
-            Side::Client => self.client.spliced_closed(io),
+            Side::Server => {
+                let was = self.server.state;
+                self.server.spliced_closed();
+                self.server_closed_if(was, io, cx);
+            }
+            Side::Client => {
+                let was = self.client.done();
+                self.client.spliced_closed(io);
+                io.closed = !was && self.client.done();
+            }
         }
-        self.check_closed(io);
     }
 
-    /// The connection is done once the server closed and the client waits out TIME_WAIT: no
-    /// packet can reach it any more (the server retransmits nothing once closed).
-    fn check_closed(&mut self, io: &mut Io) {
-        if self.server.state == State::Closed && self.client.done() {
+    /// Reports the server's close if it just happened (from `was`), freeing the hop records its
+    /// receiver held.
+    fn server_closed_if(&mut self, was: State, io: &mut Io, cx: &mut Cx) {
+        if was != State::Closed && self.server.state == State::Closed {
+            if let Some(h) = self.server.receiver.hops_held.take() {
+                cx.hops.free(h);
+            }
             io.closed = true;
         }
     }

@@ -12,7 +12,7 @@ mod server;
 mod tlp;
 mod tlt;
 
-pub use client::{Proposal, TcpClient};
+pub use client::{Proposal, TcpClient, TimeWait};
 pub use connection::{IntStacks, Route, State, TcpConnection};
 pub use receiver::{AckPlan, Receiver};
 pub use rate_sample::{RateSample, RateSampler};

@@ -305,7 +305,7 @@ impl TcpServer {
                     self.arm_fin_timer(cx);
                 }
             },
-            TimerKind::Rto | TimerKind::LossProbe | TimerKind::CcTick | TimerKind::TimeWait => {}
+            TimerKind::Rto | TimerKind::LossProbe | TimerKind::CcTick | TimerKind::TimeWait | TimerKind::PeerClosed => {}
         }
     }
 }
