@@ -1,13 +1,13 @@
-//! One flow: its identity and outcome, kept for the outputs, and its live transport, released
-//! once the connection is done so memory follows the flows in flight. The bytes its application
+//! One flow: its identity and outcome, kept for the outputs, and its two live ends, each released
+//! when it closes so memory follows the flows in flight. The bytes its application
 //! receives are counted here, apart from the transport's own state, so the exactly-once,
 //! in-order check is independent of what it checks.
 
 use crate::cc::negotiation::Negotiation;
 use crate::packet::Packet;
 use crate::time::Time;
-use crate::transport::tcp::{Sender, TcpConnection, TimeWait, TimeoutRecord, TltCounts};
-use crate::transport::{Side, Transport};
+use crate::transport::tcp::{Sender, TcpClient, TcpServer, TimeWait, TimeoutRecord, TltCounts};
+use crate::transport::{ClientEnd, ServerEnd, Side};
 use crate::workload::proxy::{RelayEnd, Splicing};
 use std::collections::VecDeque;
 
@@ -44,11 +44,10 @@ pub struct Flow {
     /// On a persistent connection: where each message the receiver still awaits ends, with its
     /// application tag, in sending order.
     pub messages: VecDeque<(u64, u32)>,
-    /// The live transport; `None` once neither end runs.
-    pub transport: Option<Transport>,
-    /// Which ends still run, by [`Side`]: each end closes from its own host's events, and the
-    /// transport is released once neither does.
-    open: [bool; 2],
+    /// The client's end (sender, requester) while it runs: it closes from its own host's events.
+    pub client: Option<ClientEnd>,
+    /// The server's end (receiver, responder) while it runs.
+    pub server: Option<ServerEnd>,
     /// A client that waits out TIME_WAIT answers a retransmitted FIN from this.
     time_wait: Option<Box<TimeWait>>,
     /// The flow sits in its NIC's scheduler.
@@ -67,7 +66,7 @@ pub struct Flow {
     waiting: bool,
 }
 
-/// What stays of a transport once it is released.
+/// What stays of the client's end once it is released.
 #[derive(Default)]
 struct Kept {
     negotiation: Option<Negotiation>,
@@ -82,7 +81,7 @@ struct Kept {
 impl Flow {
     /// A flow not started yet.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(id: u32, src: u32, dst: u32, class: u16, prio: u8, size: Option<u64>, start: Time, transport: Transport) -> Flow {
+    pub fn new(id: u32, src: u32, dst: u32, class: u16, prio: u8, size: Option<u64>, start: Time, ends: (ClientEnd, ServerEnd)) -> Flow {
         Flow {
             id,
             src,
@@ -99,8 +98,8 @@ impl Flow {
             deadline: None,
             app: None,
             messages: VecDeque::new(),
-            transport: Some(transport),
-            open: [true; 2],
+            client: Some(ends.0),
+            server: Some(ends.1),
             time_wait: None,
             in_active: false,
             response: None,
@@ -113,54 +112,42 @@ impl Flow {
         }
     }
 
-    /// The TCP connection, while it lives.
-    pub fn tcp(&self) -> Option<&TcpConnection> {
-        self.transport.as_ref().and_then(Transport::tcp)
+    /// The TCP client, while it runs.
+    pub fn tcp_client(&self) -> Option<&TcpClient> {
+        self.client.as_ref().and_then(ClientEnd::tcp)
     }
 
-    /// The TCP connection, mutably (a probe may wrap the algorithm before the run).
-    pub fn tcp_mut(&mut self) -> Option<&mut TcpConnection> {
-        self.transport.as_mut().and_then(Transport::tcp_mut)
+    /// The TCP client, mutably (a probe may wrap the algorithm before the run).
+    pub fn tcp_client_mut(&mut self) -> Option<&mut TcpClient> {
+        self.client.as_mut().and_then(ClientEnd::tcp_mut)
     }
 
-    /// The transport as end `side` acts on it, while that end runs.
-    #[inline]
-    pub fn end_mut(&mut self, side: Side) -> Option<&mut Transport> {
-        if self.open[side as usize] {
-            self.transport.as_mut()
-        } else {
-            None
-        }
-    }
-
-    /// The transport as end `side` sees it, while that end runs.
-    #[inline]
-    pub fn end(&self, side: Side) -> Option<&Transport> {
-        if self.open[side as usize] {
-            self.transport.as_ref()
-        } else {
-            None
-        }
+    /// The TCP server, while it runs.
+    pub fn tcp_server(&self) -> Option<&TcpServer> {
+        self.server.as_ref().and_then(ServerEnd::tcp)
     }
 
     /// Whether end `side` still runs.
     #[inline]
     pub fn is_open(&self, side: Side) -> bool {
-        self.open[side as usize] && self.transport.is_some()
+        match side {
+            Side::Client => self.client.is_some(),
+            Side::Server => self.server.is_some(),
+        }
     }
 
-    /// End `side` closed, at its own host: a client keeps what TIME_WAIT needs, and the
-    /// transport is released once both ends are closed.
+    /// End `side` closed, at its own host, and goes: a client leaves what the outputs report
+    /// and what TIME_WAIT needs.
     pub fn close_end(&mut self, side: Side) {
-        self.open[side as usize] = false;
-        if side == Side::Client {
-            if let Some(c) = self.tcp() {
-                let (at, tw) = (c.closes_at(), c.client.time_wait().map(Box::new));
-                (self.closed_at, self.time_wait) = (at, tw);
+        match side {
+            Side::Client => {
+                if let Some(c) = self.tcp_client() {
+                    let (at, tw) = (c.closes_at(), c.time_wait().map(Box::new));
+                    (self.closed_at, self.time_wait) = (at, tw);
+                }
+                self.release_client();
             }
-        }
-        if self.open == [false; 2] {
-            self.release();
+            Side::Server => self.server = None,
         }
     }
 
@@ -175,22 +162,22 @@ impl Flow {
         Some(Packet { ack: fin.seq + fin.payload as u64 + 1, ts: now, ts_echo: fin.ts, ..tw.ack })
     }
 
-    /// The TCP sender, while the connection lives.
+    /// The TCP sender, while the client runs.
     pub fn sender(&self) -> Option<&Sender> {
-        self.tcp().map(|c| &c.client.sender)
+        self.tcp_client().map(|c| &c.sender)
     }
 
     /// How connection-setup negotiation ended.
     pub fn negotiation(&self) -> Negotiation {
-        match &self.transport {
-            Some(t) => t.negotiation(),
+        match &self.client {
+            Some(c) => c.negotiation(),
             None => self.kept.negotiation.unwrap_or(Negotiation::NotNegotiated),
         }
     }
 
     /// The registry name of the algorithm the flow ran.
     pub fn cc_name(&self) -> &'static str {
-        self.transport.as_ref().map_or(self.kept.cc_name, Transport::cc_name)
+        self.client.as_ref().map_or(self.kept.cc_name, ClientEnd::cc_name)
     }
 
     /// Whether the flow's segments carried the TCP-INT option.
@@ -200,13 +187,13 @@ impl Flow {
 
     /// Segments retransmitted.
     pub fn retransmits(&self) -> u64 {
-        self.transport.as_ref().map_or(self.kept.retransmits, Transport::retransmits)
+        self.client.as_ref().map_or(self.kept.retransmits, ClientEnd::retransmits)
     }
 
     /// TLT's counters, when the flow used TLT.
     pub fn tlt(&self) -> Option<TltCounts> {
-        match &self.transport {
-            Some(t) => t.tlt_counts(),
+        match &self.client {
+            Some(c) => c.tlt_counts(),
             None => self.kept.tlt,
         }
     }
@@ -221,8 +208,8 @@ impl Flow {
 
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
-        match &self.transport {
-            Some(t) => t.timeouts(),
+        match &self.client {
+            Some(c) => c.timeouts(),
             None => &self.kept.timeouts,
         }
     }
@@ -263,7 +250,8 @@ impl Flow {
     /// Drops the unopened connection until the flow starts, keeping what the outputs report of
     /// it (the flow may never start before the run ends).
     pub fn wait_to_connect(&mut self) {
-        self.release();
+        self.release_client();
+        self.server = None;
         self.waiting = true;
     }
 
@@ -272,25 +260,24 @@ impl Flow {
         self.waiting
     }
 
-    /// Takes its connection, built anew as the flow starts.
-    pub fn connect(&mut self, transport: Option<Transport>) {
-        self.transport = transport;
+    /// Takes its ends, built anew as the flow starts.
+    pub fn connect(&mut self, fresh: Flow) {
+        (self.client, self.server) = (fresh.client, fresh.server);
         self.kept = Kept::default();
         self.waiting = false;
     }
 
-    /// Drops the transport's state, keeping what the outputs report.
-    pub fn release(&mut self) {
-        if let Some(t) = self.transport.take() {
-            self.kept.negotiation = Some(t.negotiation());
-            self.kept.cc_name = t.cc_name();
-            self.kept.retransmits = t.retransmits();
-            self.kept.timeouts = t.timeouts().to_vec();
-            self.kept.tlt = t.tlt_counts();
-            if let Some(c) = t.tcp() {
-                let s = &c.client.sender;
-                self.kept.int_enabled = s.int_enabled();
-                self.kept.loss_probes = s.tlp.as_ref().map(|t| t.probes);
+    /// Drops the client's state, keeping what the outputs report.
+    fn release_client(&mut self) {
+        if let Some(c) = self.client.take() {
+            self.kept.negotiation = Some(c.negotiation());
+            self.kept.cc_name = c.cc_name();
+            self.kept.retransmits = c.retransmits();
+            self.kept.timeouts = c.timeouts().to_vec();
+            self.kept.tlt = c.tlt_counts();
+            if let Some(c) = c.tcp() {
+                self.kept.int_enabled = c.sender.int_enabled();
+                self.kept.loss_probes = c.sender.tlp.as_ref().map(|t| t.probes);
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::flow::Flow;
 use crate::net::port::Port;
-use crate::transport::Transport;
+use crate::transport::{ClientEnd, ServerEnd};
 use crate::world::World;
 use std::collections::HashMap;
 
@@ -68,7 +68,7 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
     for j in cpu_jobs() {
         *in_cpu.entry(j.flow).or_default() += j.io.delivered.map_or(0, |d| d.1);
     }
-    let held_by_receivers = w.flows().iter().filter(|f| f.transport.as_ref().is_some_and(Transport::holds_hop_stack)).count();
+    let held_by_receivers = w.flows().iter().filter(|f| f.server.as_ref().is_some_and(ServerEnd::holds_hop_stack)).count();
     if held_by_packets + held_by_receivers != w.hop_slab().in_use() {
         return Err(format!(
             "hop-record conservation broken: {} stacks in use != {} held by packets and receivers",
@@ -86,15 +86,12 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
         // A spliced client connection's bytes end at the proxy's application below the splice
         // point and at the backend's above it.
         let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&w.flows()[b as usize])));
-        let ends = match f.transport.as_ref() {
-            Some(Transport::Tcp(c)) => Some((c.server.receiver.rcv_nxt, c.client.sender.una)),
-            Some(Transport::Rdma(q)) => Some((q.received(), q.acknowledged())),
-            None => None,
-        };
-        if let Some((in_order, acked)) = ends {
+        if let Some(in_order) = f.server.as_ref().map(ServerEnd::received) {
             if got != in_order {
                 return Err(format!("flow {}: the application got {got} bytes but the receiver holds {in_order} in order", f.id));
             }
+        }
+        if let Some(acked) = f.client.as_ref().map(ClientEnd::acknowledged) {
             if acked > end_to_end {
                 return Err(format!("flow {}: sender saw {acked} acknowledged but the application got {end_to_end}", f.id));
             }

@@ -30,7 +30,7 @@ use crate::time::{Rate, Time};
 use crate::transport::build::{flow_hash, ClassRuntime, IntRuntime, TransportBuilder};
 use crate::transport::rdma::{RdmaConfig, RdmaTlt};
 use crate::transport::tcp::TcpConfig;
-use crate::transport::{Side, Transport};
+use crate::transport::{ClientEnd, Side};
 use crate::workload::app::{App, AppIo, Request};
 use crate::workload::proxy::{self, RelayEnd, Splicing};
 use crate::workload::runtime::Runtime;
@@ -428,7 +428,7 @@ impl World {
     #[inline(never)]
     fn connect_waiting(&mut self, f: u32) {
         let fresh = self.build.flow(&self.specs[f as usize], f, &self.net);
-        self.flows[f as usize].connect(fresh.transport);
+        self.flows[f as usize].connect(fresh);
     }
 
     /// Records a new flow's QoS and counts it among the finite or endless flows.
@@ -674,7 +674,7 @@ impl World {
                     self.connect_now(f);
                 }
                 let src = self.flows[f as usize].src;
-                let c = self.hosts.with_transport(f, src, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
+                let c = self.hosts.with_client(f, src, &mut stack!(self, now), |c, io, cx| c.open(io, cx));
                 self.carry_out(c, now);
             }
             Event::Timer(f, kind, gen) => {
@@ -744,7 +744,7 @@ impl World {
                         self.connect_now(f);
                     }
                     let flow = &self.flows[f as usize];
-                    if let (true, None, Some(t)) = (flow.start <= now, flow.finish, flow.transport.as_ref()) {
+                    if let (true, None, Some(t)) = (flow.start <= now, flow.finish, flow.client.as_ref()) {
                         let (win, cc) = t.congestion();
                         self.cwnd_samples.push(CwndSample { t: now, flow: f, cwnd: win.cwnd, state: cc.state() });
                     }
@@ -808,7 +808,7 @@ impl World {
         let flow = &mut self.flows[f as usize];
         if completed && flow.finish.is_none() {
             flow.finish = Some(now);
-            if flow.size.is_some() && !flow.transport.as_ref().is_some_and(Transport::is_persistent) {
+            if flow.size.is_some() && !flow.client.as_ref().is_some_and(ClientEnd::is_persistent) {
                 self.unfinished -= 1;
             }
             self.stop_if_done();
@@ -859,7 +859,7 @@ impl World {
         if let Some(spec) = step.connect {
             let b = self.add_flow(&spec);
             proxy::attach_backend(&mut self.flows, step.front, b);
-            let c = self.hosts.with_transport(b, h, &mut stack!(self, now), |t, io, cx| t.open(io, cx));
+            let c = self.hosts.with_client(b, h, &mut stack!(self, now), |c, io, cx| c.open(io, cx));
             self.carry_out(c, now);
         }
         if step.waiting {
@@ -879,8 +879,8 @@ impl World {
                         Some(Box::new(RelayEnd::Front { relay, app: (a, tag), back: None, splicing: Splicing::Waiting }));
                     if flow.size.is_some_and(|s| s > relay.header) {
                         // The client sends the header and waits for the proxy's `100 Continue`.
-                        if let Some(c) = flow.tcp_mut() {
-                            c.client.sender.set_written(relay.header);
+                        if let Some(c) = flow.tcp_client_mut() {
+                            c.sender.set_written(relay.header);
                         }
                     }
                 }
@@ -891,10 +891,10 @@ impl World {
         for (spec, tag) in io.send.drain(..) {
             let size = spec.size.expect("messages have a size");
             let key = (spec.src, spec.dst, spec.class);
-            let live = self.runtime.connections.get(&key).copied().filter(|&f| self.flows[f as usize].transport.is_some());
+            let live = self.runtime.connections.get(&key).copied().filter(|&f| self.flows[f as usize].client.is_some());
             if let Some(f) = live {
                 let flow = &mut self.flows[f as usize];
-                let t = flow.transport.as_mut().expect("a live connection has a transport");
+                let t = flow.client.as_mut().expect("a live connection has a client");
                 let (new_size, established) = t.append(size);
                 flow.size = new_size;
                 flow.messages.push_back((flow.size.expect("a persistent connection has a size"), tag));
@@ -909,7 +909,7 @@ impl World {
                 // A connection outlives its messages: the run ends without waiting for it.
                 self.unfinished -= 1;
                 let flow = &mut self.flows[f as usize];
-                flow.transport.as_mut().expect("a new connection has a transport").make_persistent();
+                flow.client.as_mut().expect("a new connection has a client").make_persistent();
                 flow.app = Some((a, 0));
                 flow.messages.push_back((size, tag));
                 self.runtime.connections.insert(key, f);
@@ -1134,7 +1134,7 @@ receiver = 1
         let mut world = crate::scenario::build(&loaded).unwrap();
         let ticks = Arc::new(AtomicU64::new(0));
         world.connect_now(0);
-        world.flows[0].tcp_mut().unwrap().client.sender.cc = Box::new(Ticker(ticks.clone()));
+        world.flows[0].tcp_client_mut().unwrap().sender.cc = Box::new(Ticker(ticks.clone()));
         world.run(&mut |_| {});
         // Ticks at 100, 200, ..., 900 us; the one at 1 ms comes after the end.
         assert_eq!(ticks.load(Ordering::Relaxed), 9);

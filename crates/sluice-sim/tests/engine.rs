@@ -224,18 +224,19 @@ flows = [
     let loaded = scenario::parse(text, "test.toml", Path::new("."), &[]).unwrap_or_else(|e| panic!("{e}"));
     let mut world = scenario::build(&loaded).unwrap_or_else(|e| panic!("{e}"));
     for f in world.flows() {
-        assert!(f.transport.is_none() && f.waits_to_connect(), "flow {} has a connection before it starts", f.id);
+        assert!(f.client.is_none() && f.server.is_none() && f.waits_to_connect(), "flow {} has a connection before it starts", f.id);
         assert!(f.ideal_fct > f.base_rtt && f.base_rtt > Time::ZERO, "flow {}'s record is filled in", f.id);
     }
     world.run(&mut |_| {});
     world.check_conservation().unwrap_or_else(|e| panic!("{e}"));
     let flows = world.flows();
     for f in &flows[..2] {
-        assert!(f.finish.is_some() && !f.waits_to_connect() && f.transport.is_none(), "flow {} ran and was released", f.id);
+        assert!(f.finish.is_some() && !f.waits_to_connect(), "flow {} ran", f.id);
+        assert!(f.client.is_none() && f.server.is_none(), "flow {}'s ends closed and were released", f.id);
         assert_eq!(f.bytes_delivered(), 20_000);
     }
     let never = &flows[2];
-    assert!(never.finish.is_none() && never.waits_to_connect() && never.transport.is_none());
+    assert!(never.finish.is_none() && never.waits_to_connect() && never.client.is_none() && never.server.is_none());
     // What the outputs say of a flow that never started is what its unopened connection says.
     assert_eq!((never.cc_name(), never.retransmits(), never.bytes_delivered()), ("dctcp", 0, 0));
 }
@@ -268,7 +269,7 @@ flows = [0]
 fn a_connection_opens_and_closes_on_the_wire_and_waits_out_time_wait() {
     let world = run_text(ONE_FLOW, &[]);
     let f = &world.flows()[0];
-    assert!(f.transport.is_none(), "a closed connection's state is released");
+    assert!(f.client.is_none() && f.server.is_none(), "a closed connection's state is released at both ends");
     let pkts = &world.capture().unwrap().packets;
     let fwd = |p: &Packet| p.is_forward();
     // SYN, SYN-ACK first.

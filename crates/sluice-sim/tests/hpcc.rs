@@ -256,7 +256,7 @@ impl CongestionControl for Probe {
 fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     world.connect_now(0);
-    let sender = &mut world.flow_mut(0).tcp_mut().expect("flow 0 is connected before the run").client.sender;
+    let sender = &mut world.flow_mut(0).tcp_client_mut().expect("flow 0 is connected before the run").sender;
     let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
     let ctx =
         sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1) };

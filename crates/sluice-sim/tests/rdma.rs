@@ -401,8 +401,8 @@ interval = "100us"
     let world = run_text(text, &[]);
     let flows = world.flows();
     assert_eq!((flows[0].cc_name(), flows[1].cc_name()), ("hpcc", "hpcc"));
-    assert!(flows[0].transport.as_ref().unwrap().tcp().is_some());
-    assert!(flows[1].transport.as_ref().unwrap().rdma().is_some());
+    assert!(flows[0].client.as_ref().unwrap().tcp().is_some());
+    assert!(flows[1].client.as_ref().unwrap().rdma().is_some());
     // Both read the same per-hop records and meet near half the link each, with the queue HPCC
     // keeps near empty (eta = 95%).
     let (a, b) = (flows[0].bytes_delivered() as f64, flows[1].bytes_delivered() as f64);

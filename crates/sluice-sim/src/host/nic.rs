@@ -8,7 +8,6 @@ use crate::flow::Flow;
 use crate::net::port::Port;
 use crate::packet::Packet;
 use crate::time::Time;
-use crate::transport::Side;
 use std::collections::VecDeque;
 
 /// One host's NIC.
@@ -72,7 +71,7 @@ impl Nic {
     /// sent the last data packet (`data_from`, active again) is asked first: it is in cache and
     /// most often the one with more to send, where the others' state is a miss each.
     fn has_backlog(&self, flows: &[Flow], data_from: Option<u32>) -> bool {
-        let sendable = |f: u32| flows[f as usize].end(Side::Client).is_some_and(|t| t.has_sendable());
+        let sendable = |f: u32| flows[f as usize].client.as_ref().is_some_and(|t| t.has_sendable());
         !self.ctrl.is_empty() || data_from.is_some_and(sendable) || self.active.iter().any(sendable)
     }
 
@@ -104,7 +103,7 @@ impl Nic {
         for _ in 0..self.active.band_len(band) {
             let f = self.active.pop(band)?;
             let flow = &mut flows[f as usize];
-            let Some(t) = flow.end_mut(Side::Client) else {
+            let Some(t) = flow.client.as_mut() else {
                 flow.in_active = false;
                 continue;
             };
@@ -133,7 +132,7 @@ impl Nic {
     pub fn backlog_bytes(&self, flows: &[Flow]) -> u64 {
         let ctrl: u64 = self.ctrl.iter().map(|p| p.wire_bytes as u64).sum();
         // Saturating: an endless flow with an open window (a rate-based algorithm's) has no end.
-        let data = self.active.iter().filter_map(|f| flows[f as usize].end(Side::Client).map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);
+        let data = self.active.iter().filter_map(|f| flows[f as usize].client.as_ref().map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);
         ctrl.saturating_add(data)
     }
 }

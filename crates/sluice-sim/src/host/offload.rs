@@ -17,7 +17,7 @@ use super::splice::Splicer;
 use crate::context::Cx;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
-use crate::transport::tcp::{TcpClient, TcpConnection, TcpServer};
+use crate::transport::tcp::{TcpClient, TcpServer};
 use crate::transport::Io;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -149,28 +149,28 @@ impl Offload {
         }
     }
 
-    /// Looks at a segment for the server side of `conn` before the host does: answers a SYN with
+    /// Looks at a segment for `server` (a connection's server end) before the host does: answers a SYN with
     /// a cookie, verifies the cookie of the handshake's ACK (a verified one goes on to the host,
     /// which creates the connection as it takes the segment), and takes the client's ACK of a FIN
     /// the NIC owns. True when the NIC consumed the segment; its outcome is then in `io`.
-    pub fn on_segment(&mut self, conn: &mut TcpConnection, pkt: &Packet, io: &mut Io, cx: &mut Cx) -> bool {
+    pub fn on_segment(&mut self, server: &mut TcpServer, pkt: &Packet, io: &mut Io, cx: &mut Cx) -> bool {
         let now = cx.now;
-        if self.setup && conn.server.listening() {
+        if self.setup && server.listening() {
             if pkt.is_syn() {
-                io.replies.push(conn.server.syn_ack(pkt, self.cookie(pkt, now)));
+                io.replies.push(server.syn_ack(pkt, self.cookie(pkt, now)));
                 self.counts.syn_cookies += 1;
                 return true;
             }
             if !self.verify(pkt, now) {
                 return true;
             }
-            conn.server.accept_verified();
+            server.accept_verified();
             return false;
         }
         if self.owns(pkt.flow) {
-            if conn.server.acks_fin(pkt) {
+            if server.acks_fin(pkt) {
                 self.closed(pkt.flow);
-                conn.nic_closed(io, cx);
+                server.nic_closed(io, cx);
             }
             // Anything else (the client's retransmitted data) is answered by the NIC's FIN timer.
             return true;

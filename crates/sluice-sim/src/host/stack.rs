@@ -16,7 +16,7 @@ use crate::net::port::Port;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
 use crate::transport::tcp::State;
-use crate::transport::{Io, Side, Transport};
+use crate::transport::{ClientEnd, Io, ServerEnd, Side};
 use crate::workload::proxy::{RelayEnd, Splicing};
 
 /// Bytes of the interim response a proxy sends when it is ready for a request's body
@@ -128,8 +128,11 @@ impl Hosts {
         if side == Side::Server && nic_takes(&mut self.offloads, h, f, &pkt, &mut self.io, s) {
             return Some(Carry { flow: f, host: h });
         }
-        let t = s.flows[f as usize].transport.as_mut().expect("an open end has a transport");
-        t.on_packet(side, &pkt, &mut self.io, &mut s.cx);
+        let flow = &mut s.flows[f as usize];
+        match side {
+            Side::Client => flow.client.as_mut().expect("an open end").on_packet(&pkt, &mut self.io, &mut s.cx),
+            Side::Server => flow.server.as_mut().expect("an open end").on_packet(&pkt, &mut self.io, &mut s.cx),
+        }
         self.after_stack(h, f, true, s)
     }
 
@@ -174,17 +177,18 @@ impl Hosts {
         Some(Carry { flow: job.flow, host: h })
     }
 
-    /// Lets flow `f`'s transport act (`act`) at its end on host `h` and returns its report, or
-    /// nothing if the connection is gone.
-    pub fn with_transport(&mut self, f: u32, h: u32, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> Option<Carry> {
-        let side = if h == s.flows[f as usize].dst { Side::Server } else { Side::Client };
-        self.act(f, side, s, act).then_some(Carry { flow: f, host: h })
+    /// Lets flow `f`'s client act (`act`) at its host `h` and returns its report, or nothing if
+    /// the client is closed.
+    pub fn with_client(&mut self, f: u32, h: u32, s: &mut Stack, act: impl FnOnce(&mut ClientEnd, &mut Io, &mut Cx)) -> Option<Carry> {
+        let c = s.flows[f as usize].client.as_mut()?;
+        self.io.reset();
+        act(c, &mut self.io, &mut s.cx);
+        Some(Carry { flow: f, host: h })
     }
 
-    /// Lets flow `f`'s transport act at end `side`, its report in [`Self::report`]; false if that
-    /// end is closed.
-    fn act(&mut self, f: u32, side: Side, s: &mut Stack, act: impl FnOnce(&mut Transport, &mut Io, &mut Cx)) -> bool {
-        let Some(t) = s.flows[f as usize].end_mut(side) else { return false };
+    /// Lets flow `f`'s server act, its report in [`Self::report`]; false if the server is closed.
+    fn server_acts(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut ServerEnd, &mut Io, &mut Cx)) -> bool {
+        let Some(t) = s.flows[f as usize].server.as_mut() else { return false };
         self.io.reset();
         act(t, &mut self.io, &mut s.cx);
         true
@@ -196,11 +200,14 @@ impl Hosts {
         let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
         let server_timer = kind.at_server();
         // The peer's close is no work for the server's CPU: the connection is over.
-        if !(server_timer && kind != TimerKind::PeerClosed && self.cpus.get(dst as usize).is_some_and(Option::is_some)) {
-            let h = if server_timer { dst } else { src };
-            return self.with_transport(f, h, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
+        if !server_timer {
+            return self.with_client(f, src, s, |c, io, cx| c.on_timer(kind, gen, io, cx));
         }
-        if !self.act(f, Side::Server, s, |t, io, cx| t.on_timer(kind, gen, io, cx)) || (self.io.replies.is_empty() && !self.io.closed) {
+        let acted = self.server_acts(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
+        if kind == TimerKind::PeerClosed || !self.cpus.get(dst as usize).is_some_and(Option::is_some) {
+            return acted.then_some(Carry { flow: f, host: dst });
+        }
+        if !acted || (self.io.replies.is_empty() && !self.io.closed) {
             // Gone, or a stale or rescheduled timer: no work.
             return None;
         }
@@ -215,8 +222,8 @@ impl Hosts {
             return;
         }
         let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
-        let Some(conn) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) else { return };
-        if let Some(at) = off.hand_over(&mut conn.server, f, &self.io.replies, s.cx.now) {
+        let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) else { return };
+        if let Some(at) = off.hand_over(server, f, &self.io.replies, s.cx.now) {
             s.cx.schedule(at, Event::NicTick(h));
         }
     }
@@ -242,8 +249,8 @@ impl Hosts {
     #[cold]
     pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut Stack) -> Carry {
         self.io.reset();
-        if let Some(c) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) {
-            c.nic_closed(&mut self.io, &mut s.cx);
+        if let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) {
+            server.nic_closed(&mut self.io, &mut s.cx);
         }
         Carry { flow: f, host: h }
     }
@@ -252,12 +259,21 @@ impl Hosts {
     /// through end to end.
     #[cold]
     pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut Stack) -> Option<Carry> {
-        let acted = self.act(f, side, s, |t, io, cx| {
-            if let Some(c) = t.tcp_mut() {
-                c.spliced_closed(side, io, cx);
+        match side {
+            Side::Client => self.with_client(f, h, s, |c, io, _| {
+                if let Some(c) = c.tcp_mut() {
+                    c.spliced_closed(io);
+                }
+            }),
+            Side::Server => {
+                let acted = self.server_acts(f, s, |t, io, cx| {
+                    if let Some(server) = t.tcp_mut() {
+                        server.spliced_closed(io, cx);
+                    }
+                });
+                acted.then_some(Carry { flow: f, host: h })
             }
-        });
-        acted.then_some(Carry { flow: f, host: h })
+        }
     }
 
     /// Host `h`'s CPU, where modelled, pays for handing a spliced pair over to or back from its
@@ -277,14 +293,15 @@ impl Hosts {
     /// else relays on the host, and tells the client to send the body (`100 Continue`).
     pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut Stack) {
         let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front as usize].relay.as_deref() else { return };
-        let (Some(fa), Some(fb)) = (s.flows[front as usize].tcp(), s.flows[b as usize].tcp()) else { return };
-        if fb.client.state != State::Established || fa.server.state != State::Established {
+        // Both ends are the proxy host's own: the client connection's server, the backend's client.
+        let (Some(server), Some(client)) = (s.flows[front as usize].tcp_server(), s.flows[b as usize].tcp_client()) else { return };
+        if client.state != State::Established || server.state != State::Established {
             return;
         }
         let size = s.flows[front as usize].size.unwrap_or(u64::MAX);
-        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(&fa.server, &fb.client, size));
+        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(server, client, size));
         let splicing = if spliced { Splicing::Spliced } else { Splicing::OnHost };
-        let go = (fa.server.receiver.rcv_nxt < size).then(|| fa.server.interim_response(CONTINUE_BYTES));
+        let go = (server.receiver.rcv_nxt < size).then(|| server.interim_response(CONTINUE_BYTES));
         if let Some(RelayEnd::Front { splicing: st, .. }) = s.flows[front as usize].relay.as_deref_mut() {
             *st = splicing;
         }
@@ -357,7 +374,7 @@ impl Hosts {
         let flow = &mut s.flows[c.flow as usize];
         if io.closed {
             let side = if h == flow.dst { Side::Server } else { Side::Client };
-            if side == Side::Client && flow.transport.as_ref().is_some_and(|t| !t.server_closes_itself()) {
+            if side == Side::Client && flow.server.as_ref().is_some_and(|t| !t.closes_itself()) {
                 // The server has no close of its own: the client's reaches it one path delay
                 // later (at least the lookahead of any cut link on the path, so it never
                 // reaches across partitions sooner than a packet could).
@@ -368,8 +385,8 @@ impl Hosts {
         }
         if io.interim {
             // The server is ready for the rest: the client's application writes it.
-            if let Some(t) = flow.tcp_mut() {
-                t.client.sender.set_written(u64::MAX);
+            if let Some(c) = flow.tcp_client_mut() {
+                c.sender.set_written(u64::MAX);
                 io.activate = true;
             }
         }
@@ -389,8 +406,8 @@ impl Hosts {
 #[inline]
 fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
     let Some(off) = offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
-    let Some(conn) = s.flows[f as usize].end_mut(Side::Server).and_then(Transport::tcp_mut) else { return false };
-    let consumed = off.on_segment(conn, pkt, io, &mut s.cx);
+    let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) else { return false };
+    let consumed = off.on_segment(server, pkt, io, &mut s.cx);
     if consumed {
         s.cx.release(pkt);
     }

@@ -3,7 +3,7 @@
 use super::percentiles::Stats;
 use crate::cc::negotiation::Negotiation;
 use crate::flow::Flow;
-use crate::transport::Transport;
+use crate::transport::ClientEnd;
 use crate::world::World;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,7 +45,7 @@ impl FlowState {
     pub fn of(f: &Flow, now: crate::time::Time) -> FlowState {
         if f.finish.is_some() {
             FlowState::Completed
-        } else if f.transport.as_ref().is_some_and(Transport::is_persistent) {
+        } else if f.client.as_ref().is_some_and(ClientEnd::is_persistent) {
             FlowState::Persistent
         } else if f.size.is_none() {
             FlowState::Endless

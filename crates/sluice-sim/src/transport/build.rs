@@ -1,6 +1,6 @@
-//! How a flow's transport is built: from its class (TCP connection or RDMA queue pair, and the
-//! algorithm), the transport settings and the path its packets take, which sizes the
-//! algorithm's base round trip and the flow record's ideal completion time.
+//! How a flow's two ends are built: from its class (a TCP client and server or an RDMA requester
+//! and responder, and the algorithm), the transport settings and the path its packets take,
+//! which sizes the algorithm's base round trip and the flow record's ideal completion time.
 
 use crate::cc::{CcFactory, EcnMode, FlowContext};
 use crate::flow::Flow;
@@ -11,8 +11,8 @@ use crate::net::switch::IntStamping;
 use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};
 use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
-use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpConnection, TcpServer};
-use crate::transport::Transport;
+use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpServer};
+use crate::transport::{ClientEnd, ServerEnd};
 use crate::workload::FlowSpec;
 
 /// A traffic class as the run uses it.
@@ -126,8 +126,8 @@ impl TransportBuilder {
             server.set_lazy_tcb();
         }
         let client = TcpClient::new(&self.tcp, route, sender, int, proposal, limiter);
-        let conn = TcpConnection::new(client, server, self.tcp.handshake);
-        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Tcp(Box::new(conn)));
+        let ends = (ClientEnd::Tcp(Box::new(client)), ServerEnd::Tcp(Box::new(server)));
+        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, ends);
         flow.base_rtt = base_rtt;
         if let Some(s) = spec.size {
             flow.ideal_fct = base_rtt + link_rate.tx_time(self.tcp.wire_bytes_at(s, flow_mss));
@@ -153,7 +153,9 @@ impl TransportBuilder {
             qp = qp.without_hop_records();
         }
         let ideal = spec.size.map(|s| base_rtt + link_rate.tx_time(cfg.wire_bytes(s)));
-        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, Transport::Rdma(Box::new(qp)));
+        let (requester, responder) = qp.into_ends();
+        let ends = (ClientEnd::Rdma(Box::new(requester)), ServerEnd::Rdma(Box::new(responder)));
+        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, ends);
         flow.base_rtt = base_rtt;
         if let Some(t) = ideal {
             flow.ideal_fct = t;

@@ -1,7 +1,8 @@
 //! Transports, and the one interface hosts drive them through (in smoltcp's shape): take an
 //! arriving packet, give the next packet the NIC may send now, run a timer that is due. A
-//! transport owns its state machine and its timers; TCP and RDMA are its implementations, each
-//! a variant of [`Transport`] and a folder.
+//! transport's two ends each own their state machine and timers, and meet only through packets:
+//! a [`ClientEnd`] at the flow's source and a [`ServerEnd`] at its destination. TCP and RDMA are
+//! the implementations, each a variant of both and a folder.
 
 pub mod build;
 pub mod rdma;
@@ -12,8 +13,8 @@ use crate::cc::{CongestionControl, Window};
 use crate::context::{Cx, TimerKind};
 use crate::packet::Packet;
 use crate::time::Time;
-use rdma::QueuePair;
-use tcp::{TcpConnection, TimeoutRecord, TltCounts};
+use rdma::{Requester, Responder};
+use tcp::{TcpClient, TcpServer, TimeoutRecord, TltCounts};
 
 /// Which end of a connection a packet reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,39 +81,47 @@ impl Io {
     }
 }
 
-/// A connection of one of sluice's transports.
-pub enum Transport {
-    /// TCP.
-    Tcp(Box<TcpConnection>),
-    /// An RDMA queue pair (RoCEv2).
-    Rdma(Box<QueuePair>),
+/// The end of a flow that opened the connection and sends the data, at the flow's source host.
+pub enum ClientEnd {
+    /// A TCP client.
+    Tcp(Box<TcpClient>),
+    /// An RDMA queue pair's requester (RoCEv2).
+    Rdma(Box<Requester>),
 }
 
-impl Transport {
-    /// Takes a packet arriving at `side`'s host.
+/// The end of a flow that accepted the connection and receives the data, at its destination.
+pub enum ServerEnd {
+    /// A TCP server.
+    Tcp(Box<TcpServer>),
+    /// An RDMA queue pair's responder.
+    Rdma(Box<Responder>),
+}
+
+impl ClientEnd {
+    /// Takes a packet from the server; `io.closed` if that closed the client.
     #[inline]
-    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+    pub fn on_packet(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         match self {
-            Transport::Tcp(c) => c.on_packet(side, pkt, io, cx),
-            Transport::Rdma(c) => c.on_packet(side, pkt, io, cx),
+            ClientEnd::Tcp(c) => c.on_packet(pkt, io, cx),
+            ClientEnd::Rdma(r) => r.on_feedback(pkt, io, cx),
         }
     }
 
-    /// The client's next packet, if its window, pacer and rate limiter let one out now.
+    /// The next packet, if its window, pacer and rate limiter let one out now.
     #[inline]
     pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
         match self {
-            Transport::Tcp(c) => c.client.next_packet(cx),
-            Transport::Rdma(c) => c.next_packet(cx),
+            ClientEnd::Tcp(c) => c.next_packet(cx),
+            ClientEnd::Rdma(r) => r.next_packet(cx),
         }
     }
 
-    /// When the pacer and rate limiter let the client's next packet out (now or later).
+    /// When the pacer and rate limiter let the next packet out (now or later).
     #[inline]
     pub fn ready_at(&mut self, now: Time) -> Time {
         match self {
-            Transport::Tcp(c) => c.client.ready_at(now),
-            Transport::Rdma(c) => c.ready_at(now),
+            ClientEnd::Tcp(c) => c.ready_at(now),
+            ClientEnd::Rdma(r) => r.ready_at(now),
         }
     }
 
@@ -120,73 +129,74 @@ impl Transport {
     #[inline]
     pub fn has_sendable(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.client.has_sendable(),
-            Transport::Rdma(c) => c.has_sendable(),
+            ClientEnd::Tcp(c) => c.has_sendable(),
+            ClientEnd::Rdma(r) => r.has_sendable(),
         }
     }
 
-    /// Runs one of the connection's timers (of generation `gen`) that came due.
+    /// Runs one of the client's timers (of generation `gen`) that came due; `io.closed` if that
+    /// closed the client.
     pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
         match self {
-            Transport::Tcp(c) => c.on_timer(kind, gen, io, cx),
-            Transport::Rdma(c) => c.on_timer(kind, gen, io, cx),
+            ClientEnd::Tcp(c) => c.on_timer(kind, gen, io, cx),
+            ClientEnd::Rdma(r) => r.on_timer(kind, gen, io, cx),
         }
     }
 
     /// Opens the connection (sends the SYN, or starts sending data without a handshake).
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         match self {
-            Transport::Tcp(c) => c.client.open(io, cx),
-            Transport::Rdma(c) => c.open(io, cx),
+            ClientEnd::Tcp(c) => c.open(io, cx),
+            ClientEnd::Rdma(r) => r.open(io, cx),
         }
     }
 
     /// How connection-setup negotiation ended.
     pub fn negotiation(&self) -> Negotiation {
         match self {
-            Transport::Tcp(c) => c.client.negotiation,
+            ClientEnd::Tcp(c) => c.negotiation,
             // A queue pair has no handshake: it runs the class's algorithm as configured.
-            Transport::Rdma(_) => Negotiation::NotNegotiated,
+            ClientEnd::Rdma(_) => Negotiation::NotNegotiated,
         }
     }
 
-    /// The TCP connection, if this is one.
-    pub fn tcp(&self) -> Option<&TcpConnection> {
+    /// The TCP client, if this is one.
+    pub fn tcp(&self) -> Option<&TcpClient> {
         match self {
-            Transport::Tcp(c) => Some(c),
-            Transport::Rdma(_) => None,
+            ClientEnd::Tcp(c) => Some(c),
+            ClientEnd::Rdma(_) => None,
         }
     }
 
-    /// The TCP connection, mutably.
-    pub fn tcp_mut(&mut self) -> Option<&mut TcpConnection> {
+    /// The TCP client, mutably.
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpClient> {
         match self {
-            Transport::Tcp(c) => Some(c),
-            Transport::Rdma(_) => None,
+            ClientEnd::Tcp(c) => Some(c),
+            ClientEnd::Rdma(_) => None,
         }
     }
 
-    /// The RDMA queue pair, if this is one.
-    pub fn rdma(&self) -> Option<&QueuePair> {
+    /// The queue pair's requester, if this is one.
+    pub fn rdma(&self) -> Option<&Requester> {
         match self {
-            Transport::Rdma(q) => Some(q),
-            Transport::Tcp(_) => None,
+            ClientEnd::Rdma(r) => Some(r),
+            ClientEnd::Tcp(_) => None,
         }
     }
 
     /// The sender's window and its congestion controller.
     pub fn congestion(&self) -> (&Window, &dyn CongestionControl) {
         match self {
-            Transport::Tcp(c) => (&c.client.sender.win, c.client.sender.cc.as_ref()),
-            Transport::Rdma(q) => (&q.requester.win, q.requester.cc.as_ref()),
+            ClientEnd::Tcp(c) => (&c.sender.win, c.sender.cc.as_ref()),
+            ClientEnd::Rdma(r) => (&r.win, r.cc.as_ref()),
         }
     }
 
     /// The congestion controller, mutably (a probe may wrap it before the run).
     pub fn cc_mut(&mut self) -> &mut Box<dyn CongestionControl> {
         match self {
-            Transport::Tcp(c) => &mut c.client.sender.cc,
-            Transport::Rdma(q) => &mut q.requester.cc,
+            ClientEnd::Tcp(c) => &mut c.sender.cc,
+            ClientEnd::Rdma(r) => &mut r.cc,
         }
     }
 
@@ -198,57 +208,56 @@ impl Transport {
     /// Data packets resent.
     pub fn retransmits(&self) -> u64 {
         match self {
-            Transport::Tcp(c) => c.client.sender.retransmits,
-            Transport::Rdma(q) => q.requester.retransmits,
+            ClientEnd::Tcp(c) => c.sender.retransmits,
+            ClientEnd::Rdma(r) => r.retransmits,
         }
     }
 
     /// Retransmission timeouts, in order.
     pub fn timeouts(&self) -> &[TimeoutRecord] {
         match self {
-            Transport::Tcp(c) => &c.client.sender.timeouts,
-            Transport::Rdma(q) => &q.requester.timeouts,
+            ClientEnd::Tcp(c) => &c.sender.timeouts,
+            ClientEnd::Rdma(r) => &r.timeouts,
         }
     }
 
     /// TLT's counters, when the flow marks.
     pub fn tlt_counts(&self) -> Option<TltCounts> {
         match self {
-            Transport::Tcp(c) => c.client.sender.tlt.as_ref().map(|t| t.counts),
-            Transport::Rdma(q) => q.tlt_counts(),
+            ClientEnd::Tcp(c) => c.sender.tlt.as_ref().map(|t| t.counts),
+            ClientEnd::Rdma(r) => r.tlt_counts(),
         }
     }
 
     /// Bytes the sender could put on the wire now (a host port's queue sample counts them).
     pub fn sendable_bytes(&self) -> u64 {
         match self {
-            Transport::Tcp(c) => c.client.sender.sendable_bytes(),
-            Transport::Rdma(q) => q.sendable_bytes(),
+            ClientEnd::Tcp(c) => c.sender.sendable_bytes(),
+            ClientEnd::Rdma(r) => r.sendable_bytes(),
+        }
+    }
+
+    /// Bytes the server has acknowledged.
+    pub fn acknowledged(&self) -> u64 {
+        match self {
+            ClientEnd::Tcp(c) => c.sender.una,
+            ClientEnd::Rdma(r) => r.una,
         }
     }
 
     /// Whether the application appends messages to this connection.
     pub fn is_persistent(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.client.sender.is_persistent(),
-            Transport::Rdma(q) => q.is_persistent(),
-        }
-    }
-
-    /// Whether the server end closes itself; if not, the client's close reaches it one path
-    /// delay later as [`TimerKind::PeerClosed`].
-    pub fn server_closes_itself(&self) -> bool {
-        match self {
-            Transport::Tcp(c) => c.server_closes_itself(),
-            Transport::Rdma(_) => false,
+            ClientEnd::Tcp(c) => c.sender.is_persistent(),
+            ClientEnd::Rdma(r) => r.persistent,
         }
     }
 
     /// Keeps the connection open between the messages the application appends.
     pub fn make_persistent(&mut self) {
         match self {
-            Transport::Tcp(c) => c.client.sender.make_persistent(),
-            Transport::Rdma(q) => q.make_persistent(),
+            ClientEnd::Tcp(c) => c.sender.make_persistent(),
+            ClientEnd::Rdma(r) => r.persistent = true,
         }
     }
 
@@ -256,19 +265,72 @@ impl Transport {
     /// may send it now (a TCP connection still in its handshake waits).
     pub fn append(&mut self, bytes: u64) -> (Option<u64>, bool) {
         match self {
-            Transport::Tcp(c) => {
-                c.client.sender.append(bytes);
-                (c.client.sender.size(), c.client.sender.phase == tcp::Phase::Established)
+            ClientEnd::Tcp(c) => {
+                c.sender.append(bytes);
+                (c.sender.size(), c.sender.phase == tcp::Phase::Established)
             }
-            Transport::Rdma(q) => (Some(q.append(bytes)), true),
+            ClientEnd::Rdma(r) => (Some(r.append(bytes)), true),
+        }
+    }
+}
+
+impl ServerEnd {
+    /// Takes a packet from the client; `io.closed` if that closed the server.
+    #[inline]
+    pub fn on_packet(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        match self {
+            ServerEnd::Tcp(s) => s.on_packet(pkt, io, cx),
+            ServerEnd::Rdma(r) => r.respond(pkt, io, cx),
         }
     }
 
-    /// Whether the receiving end holds a per-hop record stack it has not echoed.
+    /// Runs one of the server's timers, or its peer's close reaching it
+    /// ([`TimerKind::PeerClosed`]); `io.closed` if that closed the server.
+    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        match self {
+            ServerEnd::Tcp(s) => s.on_timer(kind, gen, io, cx),
+            ServerEnd::Rdma(r) => r.on_timer(kind, io, cx),
+        }
+    }
+
+    /// Whether the server closes by itself; if not, the client's close reaches it one path
+    /// delay later as [`TimerKind::PeerClosed`].
+    pub fn closes_itself(&self) -> bool {
+        match self {
+            ServerEnd::Tcp(s) => s.closes_itself(),
+            ServerEnd::Rdma(_) => false,
+        }
+    }
+
+    /// The TCP server, if this is one.
+    pub fn tcp(&self) -> Option<&TcpServer> {
+        match self {
+            ServerEnd::Tcp(s) => Some(s),
+            ServerEnd::Rdma(_) => None,
+        }
+    }
+
+    /// The TCP server, mutably.
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpServer> {
+        match self {
+            ServerEnd::Tcp(s) => Some(s),
+            ServerEnd::Rdma(_) => None,
+        }
+    }
+
+    /// Bytes the server holds in order.
+    pub fn received(&self) -> u64 {
+        match self {
+            ServerEnd::Tcp(s) => s.receiver.rcv_nxt,
+            ServerEnd::Rdma(r) => r.rcv_nxt,
+        }
+    }
+
+    /// Whether the server holds a per-hop record stack it has not echoed.
     pub fn holds_hop_stack(&self) -> bool {
         match self {
-            Transport::Tcp(c) => c.server.receiver.hops_held.is_some(),
-            Transport::Rdma(q) => q.holds_hop_stack(),
+            ServerEnd::Tcp(s) => s.receiver.hops_held.is_some(),
+            ServerEnd::Rdma(r) => r.holds_hop_stack(),
         }
     }
 }

@@ -78,8 +78,8 @@ pub fn relay_step(flows: &mut [Flow], f: u32, h: u32, now: Time) -> Option<Relay
     let mut step = RelayStep { front, write: None, connect: None, waiting: splicing == Splicing::Waiting };
     match back {
         Some(b) => {
-            if let Some(c) = flows[b as usize].tcp_mut() {
-                c.client.sender.set_written(got);
+            if let Some(c) = flows[b as usize].tcp_client_mut() {
+                c.sender.set_written(got);
                 step.write = Some(b);
             }
         }
@@ -106,8 +106,8 @@ pub fn attach_backend(flows: &mut [Flow], front: u32, b: u32) {
     let back = &mut flows[b as usize];
     back.app = Some(app);
     back.relay = Some(Box::new(RelayEnd::Back { front }));
-    if let Some(c) = back.tcp_mut() {
-        c.client.sender.set_written(got);
+    if let Some(c) = back.tcp_client_mut() {
+        c.sender.set_written(got);
     }
     if let Some(RelayEnd::Front { back, .. }) = flows[front as usize].relay.as_deref_mut() {
         *back = Some(b);

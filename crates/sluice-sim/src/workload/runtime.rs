@@ -6,7 +6,7 @@
 use super::app::{App, AppIo, Request};
 use crate::flow::Flow;
 use crate::time::Time;
-use crate::transport::Transport;
+use crate::transport::ClientEnd;
 use std::collections::HashMap;
 
 /// The applications of a run.
@@ -54,7 +54,7 @@ impl Runtime {
             }
             return None;
         };
-        let persistent = flow.transport.as_ref().is_some_and(Transport::is_persistent);
+        let persistent = flow.client.as_ref().is_some_and(ClientEnd::is_persistent);
         let complete = if persistent {
             flow.messages.front().is_some_and(|&(end, _)| end <= delivered)
         } else {

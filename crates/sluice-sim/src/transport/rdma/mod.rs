@@ -10,7 +10,7 @@
 
 mod qp;
 
-pub use qp::QueuePair;
+pub use qp::{QueuePair, Requester, Responder};
 
 use crate::packet::{ETHERNET_OVERHEAD, IPV4_HEADER};
 use crate::time::Time;

@@ -44,7 +44,9 @@ use crate::packet::hpcc_int::{HopIdx, HEADER_BYTES};
 use crate::packet::{flags, Colour, Ecn, Packet, SackBlock, CONTROL_PRIO, INITIAL_TTL};
 use crate::time::{Rate, Time};
 use crate::transport::tcp::{RangeSet, Route, TimeoutRecord, TltCounts, TltSender};
-use crate::transport::{Io, Side};
+use crate::transport::Io;
+#[cfg(test)]
+use crate::transport::Side;
 
 /// TLT's rate-based marking at a requester.
 #[derive(Clone, Debug, Default)]
@@ -98,7 +100,8 @@ pub struct Requester {
     pub cc: Box<dyn CongestionControl>,
     ecn_mode: EcnMode,
     hop_records: bool,
-    una: u64,
+    /// Bytes acknowledged.
+    pub una: u64,
     /// Next byte to send; go-back-N moves it back.
     nxt: u64,
     /// One past the highest byte sent.
@@ -116,7 +119,8 @@ pub struct Requester {
     delivered: u64,
     done: bool,
     /// The application appends messages: the queue pair outlives each one.
-    persistent: bool,
+    /// The application appends messages to this queue pair.
+    pub persistent: bool,
     tlt: Option<Marking>,
     /// Packets resent.
     pub retransmits: u64,
@@ -142,7 +146,8 @@ pub struct Responder {
     tlt: bool,
     /// TLT marks by window: an important packet's ACK or NACK is its echo.
     echoes: bool,
-    rcv_nxt: u64,
+    /// Bytes received in order.
+    pub rcv_nxt: u64,
     /// The end of the last message whose last packet arrived.
     msg_end: u64,
     /// IRN: out-of-order bytes the responder holds.
@@ -268,98 +273,52 @@ impl QueuePair {
         self
     }
 
-    /// TLT's counters, when the queue pair marks.
-    pub fn tlt_counts(&self) -> Option<TltCounts> {
-        self.requester.tlt.as_ref().map(|t| match t {
-            Marking::Rate(r) => r.counts,
-            Marking::Window(w) => w.counts,
-        })
+    /// Both ends, each to its own host.
+    pub fn into_ends(self) -> (Requester, Responder) {
+        (self.requester, self.responder)
     }
+}
 
-    /// Keeps the queue pair open between messages the application appends.
-    pub fn make_persistent(&mut self) {
-        self.requester.persistent = true;
+#[cfg(test)]
+impl QueuePair {
+    fn tlt_counts(&self) -> Option<TltCounts> {
+        self.requester.tlt_counts()
     }
-
-    /// Whether the application appends messages to this queue pair.
-    pub fn is_persistent(&self) -> bool {
-        self.requester.persistent
-    }
-
-    /// Queues a further message of `bytes` at the requester; returns the flow's new size.
-    pub fn append(&mut self, bytes: u64) -> u64 {
-        self.requester.size = self.requester.size.saturating_add(bytes);
-        self.requester.size
-    }
-
-    /// Bytes the responder holds in order.
-    pub fn received(&self) -> u64 {
-        self.responder.rcv_nxt
-    }
-
-    /// Bytes the requester has had acknowledged.
-    pub fn acknowledged(&self) -> u64 {
-        self.requester.una
-    }
-
-    /// Whether the responder holds a per-hop record stack it has not echoed yet.
-    pub fn holds_hop_stack(&self) -> bool {
-        self.responder.hops_held.is_some()
-    }
-
-    /// Starts the algorithm's tick, if it has one; the first packet may go at once.
-    pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
-        self.requester.open(io, cx)
-    }
-
-    /// When the requester's rate limiter lets the next packet out.
-    #[inline]
-    pub fn ready_at(&self, now: Time) -> Time {
-        self.requester.ready_at(now)
-    }
-
-    /// True if the requester could send now, ignoring the rate limiter.
-    #[inline]
-    pub fn has_sendable(&self) -> bool {
+    fn has_sendable(&self) -> bool {
         self.requester.has_sendable()
     }
-
-    /// Bytes the requester could send now (for a host port's queue samples).
-    pub fn sendable_bytes(&self) -> u64 {
-        self.requester.sendable_bytes()
+    fn ready_at(&self, now: Time) -> Time {
+        self.requester.ready_at(now)
     }
-
-    /// The requester's next packet, if its window and rate let one out now.
-    #[inline]
-    pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
+    fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
         self.requester.next_packet(cx)
     }
-
-    /// Takes a packet arriving at `side`'s NIC: data at the responder, feedback at the requester.
-    #[inline]
-    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+    fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         match side {
             Side::Server => self.responder.respond(pkt, io, cx),
             Side::Client => self.requester.on_feedback(pkt, io, cx),
         }
     }
-
-    /// Runs one of the requester's timers, or closes the responder when the requester's close
-    /// reaches it ([`TimerKind::PeerClosed`]: a responder has no close of its own); `io.closed`
-    /// if that closed an end.
-    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
-        if kind == TimerKind::PeerClosed {
-            if let Some(h) = self.responder.hops_held.take() {
-                cx.hops.free(h);
-            }
-            io.closed = true;
-        } else {
-            self.requester.on_timer(kind, gen, io, cx)
-        }
+    fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        self.requester.on_timer(kind, gen, io, cx)
     }
 }
 
 impl Requester {
+    /// TLT's counters, when the requester marks.
+    pub fn tlt_counts(&self) -> Option<TltCounts> {
+        self.tlt.as_ref().map(|t| match t {
+            Marking::Rate(r) => r.counts,
+            Marking::Window(w) => w.counts,
+        })
+    }
+
+    /// Queues a further message of `bytes`; returns the flow's new size.
+    pub fn append(&mut self, bytes: u64) -> u64 {
+        self.size = self.size.saturating_add(bytes);
+        self.size
+    }
+
     /// The rate the requester sends at: the algorithm's, or line rate.
     fn rate(&self) -> Rate {
         self.win.pacing_rate.unwrap_or(self.line_rate).min(self.line_rate)
@@ -496,8 +455,9 @@ impl Requester {
         }
     }
 
-    /// An ACK, a NACK or a CNP.
-    fn on_feedback(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+    /// Takes the responder's feedback: ACKs, NACKs, CNPs, TLT's echoes; `io.closed` when every
+    /// byte is acknowledged (the queue pair is destroyed at this end).
+    pub fn on_feedback(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         let hops = pkt.hops.map(|hi| {
             let stack = *cx.hops.get(hi);
@@ -655,7 +615,24 @@ impl Requester {
 }
 
 impl Responder {
-    fn respond(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+    /// Whether the responder holds a per-hop record stack it has not echoed yet.
+    pub fn holds_hop_stack(&self) -> bool {
+        self.hops_held.is_some()
+    }
+
+    /// The requester's close reaching the responder ([`TimerKind::PeerClosed`]: a responder has
+    /// no close of its own) closes it (`io.closed`), freeing what it holds.
+    pub fn on_timer(&mut self, kind: TimerKind, io: &mut Io, cx: &mut Cx) {
+        if kind == TimerKind::PeerClosed {
+            if let Some(h) = self.hops_held.take() {
+                cx.hops.free(h);
+            }
+            io.closed = true;
+        }
+    }
+
+    /// Takes a data packet: acknowledges it, echoes what TLT asks, sends CNPs and NACKs.
+    pub fn respond(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         if pkt.payload == 0 {
             return;

@@ -122,6 +122,7 @@ impl TcpClient {
     /// go through end to end: every byte has reached the backend, and the client is closed
     /// without a packet of its own.
     pub fn spliced_closed(&mut self, io: &mut Io) {
+        io.closed = !self.done();
         self.state = State::Closed;
         self.sender.rto_timer.cancel();
         io.completed = true;
@@ -233,8 +234,22 @@ impl TcpClient {
         }
     }
 
-    /// Takes a packet from the server.
+    /// Takes a packet from the server; `io.closed` if that closed the client.
     pub fn on_packet(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        let was = self.done();
+        self.segment(pkt, io, cx);
+        io.closed = !was && self.done();
+    }
+
+    /// Runs one of the client's timers; `io.closed` if that closed the client.
+    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        let was = self.done();
+        self.timer(kind, gen, io, cx);
+        io.closed = !was && self.done();
+    }
+
+    /// Takes a packet from the server.
+    fn segment(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         let was_time_wait = self.state == State::TimeWait;
         if self.state == State::SynSent && pkt.has(flags::SYN) && pkt.has(flags::ACK) {
@@ -367,7 +382,7 @@ impl TcpClient {
     }
 
     /// Runs one of the client's timers (retransmission, loss probe, the algorithm's tick).
-    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+    fn timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         let flow = self.route.flow;
         match kind {

@@ -1,7 +1,7 @@
-//! A TCP connection: its two ends, the [`TcpClient`] (the active opener, which sends the data)
-//! and the [`TcpServer`] (which receives it), each with its own RFC 9293 state, and the one
-//! thing done for both: saying when the connection is closed at both ends, so its state may be
-//! released. The ends meet only through packets.
+//! What a TCP connection's two ends share by definition, not by state: the RFC 9293 states, where
+//! packets go, the stacks' TCP-INT settings. The ends themselves are the [`TcpClient`] (the
+//! active opener, which sends the data) and the [`TcpServer`] (which receives it); each closes
+//! by itself, and they meet only through packets.
 //!
 //! Sequence numbers are byte offsets of the data from 0; the SYN takes none, each FIN takes one
 //! (the client's FIN is byte `size`; the server's follows its response, byte `response` of its own
@@ -10,14 +10,11 @@
 //! A host's NIC may carry out parts of the server's side (AccelTCP, `host/offload.rs`): answer
 //! the SYN statelessly with a cookie ([`TcpServer::syn_ack`], then [`TcpServer::accept_verified`]),
 //! and own the close once the application answered ([`TcpServer::hand_over_close`],
-//! [`TcpConnection::nic_closed`]).
+//! [`TcpServer::nic_closed`]).
 
-use super::{TcpClient, TcpServer};
-use crate::context::{Cx, TimerKind};
 use crate::packet::tcp_int::IntEncoding;
 use crate::packet::{flags, Packet, INITIAL_TTL};
 use crate::time::Time;
-use crate::transport::{Io, Side};
 
 /// One end's state (RFC 9293, section 3.3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,105 +94,6 @@ pub struct IntStacks {
     pub server: bool,
 }
 
-/// A TCP connection.
-pub struct TcpConnection {
-    /// The end that opened the connection and sends the data.
-    pub client: TcpClient,
-    /// The end that accepted it and receives the data.
-    pub server: TcpServer,
-    handshake: bool,
-}
-
-impl TcpConnection {
-    /// A connection of `client` and `server`; `handshake` if it opens and closes with one.
-    pub fn new(client: TcpClient, server: TcpServer, handshake: bool) -> TcpConnection {
-        TcpConnection { client, server, handshake }
-    }
-
-    /// Takes a packet arriving at `side`'s host; `io.closed` if that closed the end.
-    pub fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
-        match side {
-            Side::Server => {
-                let was = self.server.state;
-                self.server.on_packet(pkt, io, cx);
-                self.server_closed_if(was, io, cx);
-            }
-            Side::Client => {
-                let was = self.client.done();
-                self.client.on_packet(pkt, io, cx);
-                io.closed = !was && self.client.done();
-            }
-        }
-    }
-
-    /// Runs one of the connection's timers, at the end that owns it; `io.closed` if that closed
-    /// the end.
-    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
-        if kind == TimerKind::PeerClosed {
-            // Without a handshake the server has no close of its own: the client's completion
-            // reaches it one path delay later, as a close would.
-            let was = self.server.state;
-            self.server.state = State::Closed;
-            self.server_closed_if(was, io, cx);
-        } else if kind.at_server() {
-            let was = self.server.state;
-            self.server.on_timer(kind, gen, io, cx);
-            self.server_closed_if(was, io, cx);
-        } else {
-            let was = self.client.done();
-            self.client.on_timer(kind, gen, io, cx);
-            io.closed = !was && self.client.done();
-        }
-    }
-
-    /// Whether the server closes itself (with a handshake, by its FIN's acknowledgement); if not,
-    /// the client's close reaches it as [`TimerKind::PeerClosed`].
-    pub fn server_closes_itself(&self) -> bool {
-        self.handshake
-    }
-
-    /// The server's NIC finished the close it took over (its FIN was acknowledged, or it gave
-    /// up): the server is closed.
-    pub fn nic_closed(&mut self, io: &mut Io, cx: &mut Cx) {
-        let was = self.server.state;
-        self.server.nic_closed();
-        self.server_closed_if(was, io, cx);
-    }
-
-    /// The proxy's NIC spliced this connection to another and has seen the close go through end
-    /// to end: the proxy host's end (`side`) is closed without a packet of its own.
-    pub fn spliced_closed(&mut self, side: Side, io: &mut Io, cx: &mut Cx) {
-        match side {
-            Side::Server => {
-                let was = self.server.state;
-                self.server.spliced_closed();
-                self.server_closed_if(was, io, cx);
-            }
-            Side::Client => {
-                let was = self.client.done();
-                self.client.spliced_closed(io);
-                io.closed = !was && self.client.done();
-            }
-        }
-    }
-
-    /// Reports the server's close if it just happened (from `was`), freeing the hop records its
-    /// receiver held.
-    fn server_closed_if(&mut self, was: State, io: &mut Io, cx: &mut Cx) {
-        if was != State::Closed && self.server.state == State::Closed {
-            if let Some(h) = self.server.receiver.hops_held.take() {
-                cx.hops.free(h);
-            }
-            io.closed = true;
-        }
-    }
-
-    /// When the connection is fully closed: the end of the client's TIME_WAIT.
-    pub fn closes_at(&self) -> Option<Time> {
-        self.client.closes_at()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,7 +102,33 @@ mod tests {
     use crate::context::{Bench, Event};
     use crate::packet::flags;
     use crate::time::Rate;
-    use crate::transport::tcp::{Proposal, Sender, TcpConfig, FIN_TRIES};
+    use crate::context::{Cx, TimerKind};
+    use crate::transport::tcp::{Proposal, Sender, TcpClient, TcpConfig, TcpServer, FIN_TRIES};
+    use crate::transport::{Io, Side};
+
+    /// Both ends of one connection, driven by hand.
+    struct TcpConnection {
+        client: TcpClient,
+        server: TcpServer,
+    }
+
+    impl TcpConnection {
+        fn on_packet(&mut self, side: Side, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+            match side {
+                Side::Client => self.client.on_packet(pkt, io, cx),
+                Side::Server => self.server.on_packet(pkt, io, cx),
+            }
+        }
+        fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+            match kind.at_server() {
+                false => self.client.on_timer(kind, gen, io, cx),
+                true => self.server.on_timer(kind, gen, io, cx),
+            }
+        }
+        fn closes_at(&self) -> Option<Time> {
+            self.client.closes_at()
+        }
+    }
 
     impl Bench {
         /// Moves the clock past `dt`.
@@ -246,7 +170,7 @@ mod tests {
         let offer = Offer { needs_int: false, needs_ecn: false, needs_hop_records: false };
         let proposal = Proposal { offer, local_int: false, fallback: (reno, ctx), int_all_flows: false };
         let client = TcpClient::new(&cfg, route, sender, int, proposal, None);
-        TcpConnection::new(client, TcpServer::new(&cfg, route, EcnMode::Off, false), cfg.handshake)
+        TcpConnection { client, server: TcpServer::new(&cfg, route, EcnMode::Off, false) }
     }
 
     /// Opens a connection through its handshake and sends its one data segment, which carries

@@ -13,7 +13,7 @@ mod tlp;
 mod tlt;
 
 pub use client::{Proposal, TcpClient, TimeWait};
-pub use connection::{IntStacks, Route, State, TcpConnection};
+pub use connection::{IntStacks, Route, State};
 pub use receiver::{AckPlan, Receiver};
 pub use rate_sample::{RateSample, RateSampler};
 pub use rto::RttEstimator;

@@ -43,6 +43,8 @@ pub struct TcpServer {
     quasi: bool,
     /// A client segment carried options switches rewrite per hop.
     path_options: bool,
+    /// The connection opens and closes with a handshake.
+    handshake: bool,
 }
 
 impl TcpServer {
@@ -65,6 +67,7 @@ impl TcpServer {
             lazy_tcb: false,
             quasi: false,
             path_options: false,
+            handshake: cfg.handshake,
         }
     }
 
@@ -122,14 +125,14 @@ impl TcpServer {
         }
     }
 
-    /// The NIC finished the close it took over (its FIN was acknowledged, or it gave up): true if
-    /// that closed the server.
-    pub fn nic_closed(&mut self) -> bool {
-        let last_ack = self.state == State::LastAck;
-        if last_ack {
+    /// The NIC finished the close it took over (its FIN was acknowledged, or it gave up): the
+    /// server is closed (`io.closed`).
+    pub fn nic_closed(&mut self, io: &mut Io, cx: &mut Cx) {
+        let was = self.state;
+        if was == State::LastAck {
             self.state = State::Closed;
         }
-        last_ack
+        self.closed_if(was, io, cx);
     }
 
     /// True if the client's segments carried options switches rewrite per hop (TCP-INT, HPCC's
@@ -139,10 +142,12 @@ impl TcpServer {
     }
 
     /// The proxy's NIC spliced this connection (the proxy is its server) and has seen the close
-    /// go through end to end: the server is closed without a packet of its own.
-    pub fn spliced_closed(&mut self) {
+    /// go through end to end: the server is closed without a packet of its own (`io.closed`).
+    pub fn spliced_closed(&mut self, io: &mut Io, cx: &mut Cx) {
+        let was = self.state;
         self.state = State::Closed;
         self.receiver.delack_timer.cancel();
+        self.closed_if(was, io, cx);
     }
 
     /// The interim response of `bytes` before the FIN (a proxy's `100 Continue`), acknowledging
@@ -164,8 +169,45 @@ impl TcpServer {
         Packet { seq, ack, flags: flags | flags::REVERSE, wire_bytes: self.bare_frame, colour: self.ctrl_colour, ..self.route.reverse() }
     }
 
-    /// Takes a packet from the client.
+    /// Takes a packet from the client; `io.closed` if that closed the server.
     pub fn on_packet(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        let was = self.state;
+        self.segment(pkt, io, cx);
+        self.closed_if(was, io, cx);
+    }
+
+    /// Runs one of the server's timers; `io.closed` if that closed the server.
+    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+        let was = self.state;
+        if kind == TimerKind::PeerClosed {
+            // Without a handshake the server has no close of its own: the client's completion
+            // reaches it one path delay later, as a close would.
+            self.state = State::Closed;
+        } else {
+            self.timer(kind, gen, io, cx);
+        }
+        self.closed_if(was, io, cx);
+    }
+
+    /// Whether the server closes by itself (with a handshake, at its FIN's acknowledgement); if
+    /// not, the client's close reaches it as [`TimerKind::PeerClosed`].
+    pub fn closes_itself(&self) -> bool {
+        self.handshake
+    }
+
+    /// Reports the server's close if it just happened (from `was`), freeing the hop records its
+    /// receiver held.
+    fn closed_if(&mut self, was: State, io: &mut Io, cx: &mut Cx) {
+        if was != State::Closed && self.state == State::Closed {
+            if let Some(h) = self.receiver.hops_held.take() {
+                cx.hops.free(h);
+            }
+            io.closed = true;
+        }
+    }
+
+    /// Takes a packet from the client.
+    fn segment(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         self.path_options |= pkt.int.is_some() || pkt.hops.is_some();
         if pkt.is_syn() {
@@ -273,7 +315,7 @@ impl TcpServer {
     }
 
     /// Runs one of the server's timers (the delayed ACK, the FIN's retransmission).
-    pub fn on_timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
+    fn timer(&mut self, kind: TimerKind, gen: u32, io: &mut Io, cx: &mut Cx) {
         let now = cx.now;
         let flow = self.route.flow;
         match kind {
