@@ -95,7 +95,7 @@ pub enum DropReason {
     Colour,
 }
 
-/// Network-wide packet counters.
+/// Packet counters, one set per partition (the run's are their sum, [`Counters::add`]).
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
     /// Packets put on a wire by a host.
@@ -118,9 +118,43 @@ pub struct Counters {
     pub data_packets: u64,
     /// PFC PAUSE frames (not resumes) switches sent.
     pub pfc_pauses: u64,
+    /// Packets (not PFC frames) put on links to another partition.
+    pub sent_across: u64,
+    /// Packets (not PFC frames) that arrived over links from another partition.
+    pub arrived_across: u64,
 }
 
 impl Counters {
+    /// Adds `o`'s counts to these (a partition's to the run's).
+    pub fn add(&mut self, o: &Counters) {
+        let Counters {
+            packets_sent,
+            packets_delivered,
+            drops_buffer,
+            drops_link_loss,
+            drops_ttl,
+            drops_ecn_unable,
+            drops_colour,
+            ecn_marks,
+            data_packets,
+            pfc_pauses,
+            sent_across,
+            arrived_across,
+        } = o;
+        self.packets_sent += packets_sent;
+        self.packets_delivered += packets_delivered;
+        self.drops_buffer += drops_buffer;
+        self.drops_link_loss += drops_link_loss;
+        self.drops_ttl += drops_ttl;
+        self.drops_ecn_unable += drops_ecn_unable;
+        self.drops_colour += drops_colour;
+        self.ecn_marks += ecn_marks;
+        self.data_packets += data_packets;
+        self.pfc_pauses += pfc_pauses;
+        self.sent_across += sent_across;
+        self.arrived_across += arrived_across;
+    }
+
     /// All drops.
     pub fn drops(&self) -> u64 {
         self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable + self.drops_colour

@@ -7,6 +7,52 @@ use crate::transport::{ClientEnd, ServerEnd};
 use crate::world::World;
 use std::collections::HashMap;
 
+/// Checks that each partition accounts for its packets by itself: what its hosts sent and what
+/// arrived over its cut links is delivered to its hosts, dropped there, sent across a cut link, or
+/// still in its queues and on its own links; and what was sent across and has not arrived is on
+/// the cut links. (Counts moved between partitions leave the run's sums unchanged; only this
+/// catches them.)
+fn partitions_conserve(w: &World) -> Result<(), String> {
+    let (net, flying, parts) = (w.fabric(), w.flying(), w.partitions());
+    let packets = |on: &std::collections::VecDeque<(crate::time::Time, u32)>| on.iter().filter(|&&(_, i)| !flying.get(i).is_pfc()).count() as u64;
+    let mut held = vec![0u64; parts.count];
+    let mut on_cut_links = 0;
+    for p in &net.ports {
+        let part = parts.of_node[p.node as usize] as usize;
+        held[part] += p.queue.len() as u64;
+        match p.link.cut {
+            true => on_cut_links += packets(&p.link.in_flight),
+            false => held[part] += packets(&p.link.in_flight),
+        }
+    }
+    for sw in &net.switches {
+        if let Some(tor) = sw.tor.as_deref() {
+            held[parts.of_node[sw.node as usize] as usize] += tor.queued().count() as u64;
+        }
+    }
+    let counters = w.partition_counters();
+    for (part, c) in counters.iter().enumerate() {
+        let entered = c.packets_sent + c.arrived_across;
+        let left = c.packets_delivered + c.drops() + c.sent_across;
+        if entered != left + held[part] {
+            return Err(format!(
+                "packet conservation broken in partition {part}: sent {} + arrived across {} != delivered {} + dropped {} + sent across {} + held {}",
+                c.packets_sent,
+                c.arrived_across,
+                c.packets_delivered,
+                c.drops(),
+                c.sent_across,
+                held[part]
+            ));
+        }
+    }
+    let (sent, arrived) = counters.iter().fold((0, 0), |(s, a), c| (s + c.sent_across, a + c.arrived_across));
+    if sent != arrived + on_cut_links {
+        return Err(format!("packet conservation broken across partitions: sent across {sent} != arrived {arrived} + on cut links {on_cut_links}"));
+    }
+    Ok(())
+}
+
 /// Checks conservation: every packet sent is delivered, dropped or still in the network; every
 /// switch's buffer holds exactly what its queues hold; every application got each byte once and
 /// in order, as counted apart from the transport.
@@ -29,6 +75,9 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
             c.drops(),
             in_network
         ));
+    }
+    if w.partitions().count > 1 {
+        partitions_conserve(w)?;
     }
     for sw in &net.switches {
         let n = sw.node as usize;

@@ -170,7 +170,8 @@ pub struct World {
     runtime: Runtime,
     /// Each partition's random streams.
     rngs: Vec<Streams>,
-    counters: Counters,
+    /// Each partition's packet counters (and the run's own source's, which counts nothing).
+    counters: Vec<Counters>,
     unfinished: usize,
     endless: usize,
     end: Option<Time>,
@@ -217,7 +218,7 @@ macro_rules! cx {
             part: $w.part as u16,
             events: &mut $w.q,
             across: $w.windows.as_deref_mut().map(|w| &mut w.across),
-            counters: &mut $w.counters,
+            counters: &mut $w.counters[$w.part],
             hops: &mut $w.hops,
             flying: &mut $w.flying,
             rng: &mut $w.rngs[$w.part],
@@ -297,7 +298,7 @@ impl World {
                 int: p.int,
             },
             hosts,
-            counters: Counters::default(),
+            counters: vec![Counters::default(); global + 1],
             unfinished: 0,
             endless: 0,
             end: p.duration,
@@ -629,6 +630,9 @@ impl World {
                     self.q.push(next, Event::Arrive(p, behind));
                 }
                 let mut pkt = self.flying.take(head);
+                if port.link.cut && !pkt.is_pfc() {
+                    self.counters[self.part].arrived_across += 1;
+                }
                 if pkt.is_pfc() {
                     self.on_pfc_frame(ingress, &pkt, now);
                     return;
@@ -953,10 +957,10 @@ impl World {
     /// Hands `pkt` to host `h` now, as if it had just arrived from the network: a crafted
     /// segment (a forged ACK, a stray SYN) for tests and attack studies. It counts as sent.
     pub fn inject(&mut self, h: u32, pkt: Packet) {
-        self.counters.packets_sent += 1;
         if self.parts.count > 1 {
             self.act_as(self.host_part[h as usize] as usize);
         }
+        self.counters[self.part].packets_sent += 1;
         self.host_arrival(h, pkt, self.clock);
     }
     /// Each host's CPU, where it is modelled.
@@ -1004,9 +1008,22 @@ impl World {
     pub fn classes(&self) -> &[ClassRuntime] {
         &self.build.classes
     }
-    /// Packet counters.
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// The run's packet counters: every partition's, summed.
+    pub fn counters(&self) -> Counters {
+        let mut all = Counters::default();
+        for c in &self.counters {
+            all.add(c);
+        }
+        all
+    }
+    /// Each partition's packet counters, by partition.
+    pub fn partition_counters(&self) -> &[Counters] {
+        &self.counters[..self.parts.count]
+    }
+    /// Partition `part`'s packet counters, mutably: a test may corrupt them to check the
+    /// conservation check.
+    pub fn partition_counters_mut(&mut self, part: usize) -> &mut Counters {
+        &mut self.counters[part]
     }
     /// Queue samples recorded.
     pub fn queue_samples(&self) -> &[QueueSample] {

@@ -67,6 +67,48 @@ fn conservation_catches_a_packet_leaked_from_the_wires() {
     assert!(err.contains("wire store broken"), "{err}");
 }
 
+#[test]
+fn each_partition_accounts_for_its_own_packets() {
+    // Three racks, each a partition, each sending to the next; a run cut short leaves packets on
+    // the cut links.
+    let text = r#"
+[sim]
+duration = "150us"
+[topology]
+kind = "leaf_spine"
+hosts_per_leaf = 4
+leaves = 3
+spines = 2
+host_rate = "25Gbps"
+host_delay = "1us"
+fabric_rate = "100Gbps"
+fabric_delay = "1500ns"
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "flows"
+flows = [
+  { src = 0, dst = 4, size = "1MB" },
+  { src = 4, dst = 8, size = "1MB" },
+  { src = 8, dst = 0, size = "1MB" },
+]
+"#;
+    let mut world = run_text(text, &[]);
+    let counters = world.partition_counters().to_vec();
+    assert_eq!(counters.len(), 3);
+    for (part, c) in counters.iter().enumerate() {
+        assert!(c.sent_across > 0 && c.arrived_across > 0, "partition {part} exchanged no packets: {c:?}");
+    }
+    let (sent, arrived): (u64, u64) = counters.iter().fold((0, 0), |(s, a), c| (s + c.sent_across, a + c.arrived_across));
+    assert!(sent > arrived, "the run stopped with packets on the cut links");
+    // One delivery counted in the wrong partition: the run's sums still hold; each partition's
+    // own account does not.
+    world.partition_counters_mut(0).packets_delivered -= 1;
+    world.partition_counters_mut(1).packets_delivered += 1;
+    let err = world.check_conservation().unwrap_err();
+    assert!(err.contains("packet conservation broken in partition 0"), "{err}");
+}
+
 /// Two receivers behind one switch, one on a 10 Gb/s port and one on a 25 Gb/s port, each the
 /// target of two DCTCP senders on 25 Gb/s links.
 const TWO_RATES: &str =

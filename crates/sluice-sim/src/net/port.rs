@@ -142,6 +142,7 @@ impl Port {
         // Across a cut link every packet's arrival is scheduled here, by the sender's partition:
         // whether the link is empty depends on the far partition's progress.
         if self.link.cut {
+            cx.counters.sent_across += !pkt.is_pfc() as u64;
             cx.schedule_to(self.link.far_part, arrival, Event::Arrive(id, place));
         } else if self.link.in_flight.is_empty() {
             cx.schedule(arrival, Event::Arrive(id, place));
