@@ -67,13 +67,9 @@ fn conservation_catches_a_packet_leaked_from_the_wires() {
     assert!(err.contains("wire store broken"), "{err}");
 }
 
-#[test]
-fn each_partition_accounts_for_its_own_packets() {
-    // Three racks, each a partition, each sending to the next; a run cut short leaves packets on
-    // the cut links.
-    let text = r#"
-[sim]
-duration = "150us"
+/// Three racks of four hosts under two spines: a partition per rack, cut at the spines' 1.5 us
+/// links; DCTCP.
+const THREE_RACKS: &str = r#"
 [topology]
 kind = "leaf_spine"
 hosts_per_leaf = 4
@@ -85,6 +81,13 @@ fabric_rate = "100Gbps"
 fabric_delay = "1500ns"
 [classes.default]
 cc = "dctcp"
+"#;
+
+#[test]
+fn each_partition_accounts_for_its_own_packets() {
+    // Three racks, each a partition, each sending to the next; a run cut short leaves packets on
+    // the cut links.
+    let workload = r#"
 [[workloads]]
 kind = "flows"
 flows = [
@@ -93,7 +96,8 @@ flows = [
   { src = 8, dst = 0, size = "1MB" },
 ]
 "#;
-    let mut world = run_text(text, &[]);
+    let text = ["[sim]\nduration = \"150us\"", THREE_RACKS, workload].concat();
+    let mut world = run_text(&text, &[]);
     let counters = world.partition_counters().to_vec();
     assert_eq!(counters.len(), 3);
     for (part, c) in counters.iter().enumerate() {
@@ -517,21 +521,11 @@ fn a_tcp_connection_s_ends_share_nothing_but_packets() {
 
 #[test]
 fn a_fabric_splits_into_racks_and_a_run_of_several_stops_at_a_window_end() {
-    let text = r#"
+    let text = format!(
+        r#"
 [sim]
 seed = 3
-[topology]
-kind = "leaf_spine"
-hosts_per_leaf = 4
-leaves = 3
-spines = 2
-host_rate = "25Gbps"
-host_delay = "1us"
-fabric_rate = "100Gbps"
-fabric_delay = "1500ns"
-[classes.default]
-cc = "dctcp"
-[switch.ecn]
+{THREE_RACKS}[switch.ecn]
 mode = "step"
 k = "60KB"
 [[workloads]]
@@ -539,8 +533,9 @@ kind = "poisson"
 cdf = "websearch"
 load = 0.4
 duration = "300us"
-"#;
-    let world = run_text(text, &[]);
+"#
+    );
+    let world = run_text(&text, &[]);
     let parts = world.partitions();
     assert_eq!((parts.count, parts.lookahead), (3, Some(Time::from_ns(1500))), "a partition per leaf, cut at the spines");
     let last = world.flows().iter().filter_map(|f| f.finish).max().expect("flows finished");
