@@ -198,12 +198,11 @@ impl Hosts {
     /// work for its host's CPU, where one is modelled.
     pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut Stack) -> Option<Carry> {
         let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
-        let server_timer = kind.at_server();
-        // The peer's close is no work for the server's CPU: the connection is over.
-        if !server_timer {
+        if !kind.at_server() {
             return self.with_client(f, src, s, |c, io, cx| c.on_timer(kind, gen, io, cx));
         }
         let acted = self.server_acts(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
+        // The peer's close is no work for the server's CPU: the connection is over.
         if kind == TimerKind::PeerClosed || !self.cpus.get(dst as usize).is_some_and(Option::is_some) {
             return acted.then_some(Carry { flow: f, host: dst });
         }
@@ -374,10 +373,11 @@ impl Hosts {
         let flow = &mut s.flows[c.flow as usize];
         if io.closed {
             let side = if h == flow.dst { Side::Server } else { Side::Client };
-            if side == Side::Client && flow.server.as_ref().is_some_and(|t| !t.closes_itself()) {
+            if side == Side::Client && flow.client.as_ref().is_some_and(|c| !c.peer_closes_itself()) {
                 // The server has no close of its own: the client's reaches it one path delay
                 // later (at least the lookahead of any cut link on the path, so it never
-                // reaches across partitions sooner than a packet could).
+                // reaches across partitions sooner than a packet could). The client knows this
+                // from its own configuration; it reads nothing of the server.
                 let at = s.cx.now + Time(flow.base_rtt.0 / 2);
                 s.cx.schedule_to(s.host_part[flow.dst as usize], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
             }

@@ -261,6 +261,15 @@ impl ClientEnd {
         }
     }
 
+    /// Whether the server closes by itself (a TCP connection with a handshake); if not, this
+    /// client's close reaches it one path delay later as [`TimerKind::PeerClosed`].
+    pub fn peer_closes_itself(&self) -> bool {
+        match self {
+            ClientEnd::Tcp(c) => c.handshake(),
+            ClientEnd::Rdma(_) => false,
+        }
+    }
+
     /// Queues a further message of `bytes`; returns the flow's new size and whether the sender
     /// may send it now (a TCP connection still in its handshake waits).
     pub fn append(&mut self, bytes: u64) -> (Option<u64>, bool) {
@@ -290,15 +299,6 @@ impl ServerEnd {
         match self {
             ServerEnd::Tcp(s) => s.on_timer(kind, gen, io, cx),
             ServerEnd::Rdma(r) => r.on_timer(kind, io, cx),
-        }
-    }
-
-    /// Whether the server closes by itself; if not, the client's close reaches it one path
-    /// delay later as [`TimerKind::PeerClosed`].
-    pub fn closes_itself(&self) -> bool {
-        match self {
-            ServerEnd::Tcp(s) => s.closes_itself(),
-            ServerEnd::Rdma(_) => false,
         }
     }
 

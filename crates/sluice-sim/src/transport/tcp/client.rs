@@ -335,6 +335,11 @@ impl TcpClient {
         matches!(self.state, State::TimeWait | State::Closed)
     }
 
+    /// Whether the connection opens and closes with a handshake.
+    pub fn handshake(&self) -> bool {
+        self.handshake
+    }
+
     /// What the client keeps while it waits out TIME_WAIT, if it does.
     pub fn time_wait(&self) -> Option<TimeWait> {
         (self.state == State::TimeWait).then(|| TimeWait {

@@ -43,8 +43,6 @@ pub struct TcpServer {
     quasi: bool,
     /// A client segment carried options switches rewrite per hop.
     path_options: bool,
-    /// The connection opens and closes with a handshake.
-    handshake: bool,
 }
 
 impl TcpServer {
@@ -67,7 +65,6 @@ impl TcpServer {
             lazy_tcb: false,
             quasi: false,
             path_options: false,
-            handshake: cfg.handshake,
         }
     }
 
@@ -187,12 +184,6 @@ impl TcpServer {
             self.timer(kind, gen, io, cx);
         }
         self.closed_if(was, io, cx);
-    }
-
-    /// Whether the server closes by itself (with a handshake, at its FIN's acknowledgement); if
-    /// not, the client's close reaches it as [`TimerKind::PeerClosed`].
-    pub fn closes_itself(&self) -> bool {
-        self.handshake
     }
 
     /// Reports the server's close if it just happened (from `was`), freeing the hop records its
