@@ -2,10 +2,16 @@
 //! hop-record stacks and application bytes, counted independently of the elements that move them.
 
 use crate::flow::Flow;
+use crate::net::link::Flying;
 use crate::net::port::Port;
 use crate::transport::{ClientEnd, ServerEnd};
 use crate::world::World;
 use std::collections::HashMap;
+
+/// Packets (not PFC frames) on port `p`'s link.
+fn on_wire(p: &Port, flying: &Flying) -> u64 {
+    p.link.in_flight.iter().filter(|&&(_, i)| !flying.get(i).is_pfc()).count() as u64
+}
 
 /// Checks that each partition accounts for its packets by itself: what its hosts sent and what
 /// arrived over its cut links is delivered to its hosts, dropped there, sent across a cut link, or
@@ -14,15 +20,14 @@ use std::collections::HashMap;
 /// catches them.)
 fn partitions_conserve(w: &World) -> Result<(), String> {
     let (net, flying, parts) = (w.fabric(), w.flying(), w.partitions());
-    let packets = |on: &std::collections::VecDeque<(crate::time::Time, u32)>| on.iter().filter(|&&(_, i)| !flying.get(i).is_pfc()).count() as u64;
     let mut held = vec![0u64; parts.count];
     let mut on_cut_links = 0;
     for p in &net.ports {
         let part = parts.of_node[p.node as usize] as usize;
         held[part] += p.queue.len() as u64;
         match p.link.cut {
-            true => on_cut_links += packets(&p.link.in_flight),
-            false => held[part] += packets(&p.link.in_flight),
+            true => on_cut_links += on_wire(p, flying),
+            false => held[part] += on_wire(p, flying),
         }
     }
     for sw in &net.switches {
@@ -60,13 +65,12 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
     let net = w.fabric();
     let flying = w.flying();
     let c = w.counters();
-    let in_flight = |p: &Port| p.link.in_flight.iter().filter(|&&(_, i)| !flying.get(i).is_pfc()).count();
     let on_wires: usize = net.ports.iter().map(|p| p.link.in_flight.len()).sum();
     if flying.len() != on_wires {
         return Err(format!("wire store broken: {} packets stored != {} on the wires", flying.len(), on_wires));
     }
     let in_voqs = net.switches.iter().filter_map(|s| s.tor.as_deref()).map(|t| t.queued().count() as u64).sum::<u64>();
-    let in_network: u64 = net.ports.iter().map(|p| (p.queue.len() + in_flight(p)) as u64).sum::<u64>() + in_voqs;
+    let in_network: u64 = net.ports.iter().map(|p| p.queue.len() as u64 + on_wire(p, flying)).sum::<u64>() + in_voqs;
     if c.packets_sent != c.packets_delivered + c.drops() + in_network {
         return Err(format!(
             "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",

@@ -466,6 +466,7 @@ impl World {
                 }
                 #[cfg(debug_assertions)]
                 assert_eq!(part, self.source_of(ev), "{ev:?} reached across partitions at once");
+                // `act_as` without its look for turns: on this path there is one list.
                 self.part = part;
                 self.q.set_source(part);
             }
