@@ -32,14 +32,15 @@ __version__ = _native.version()
 
 
 def run(scenario: "_ScenarioLike", *, set: "_Overrides" = None, seed: "int | None" = None, out=None,
-        progress: bool = True) -> Result:
+        progress: bool = True, threads: "int | None" = None) -> Result:
     """Simulates `scenario` (a path, TOML text or a dict) and returns its outputs.
 
     `set` overrides keys like `sluice run --set` ({"classes.query.cc": "dctcp"} or
     ["classes.query.cc=dctcp"]); `seed` overrides sim.seed. With `out`, the run's files stay in
     that directory (an earlier run's files there are replaced). The simulation runs without the GIL;
     Ctrl-C stops it within a fraction of a second (KeyboardInterrupt), and with `progress` a run
-    that lasts over a second shows a bar of simulated time.
+    that lasts over a second shows a bar of simulated time. `threads` (1 to 1024) overrides
+    sim.threads, the threads the fabric's partitions run on; the outputs are the same for any.
     Raises SluiceError with the CLI's message for a bad scenario; warns with SluiceWarning what the
     CLI prints as warnings (sized flows cut short by sim.duration, classes no flow belongs to).
     """
@@ -47,11 +48,11 @@ def run(scenario: "_ScenarioLike", *, set: "_Overrides" = None, seed: "int | Non
     sets = _overrides(set, seed)
     with _progress.RunProgress(progress) as tick:
         if out is not None:
-            _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out), tick)
+            _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, str(out), tick, threads)
             result = Result.read(_Path(out), keep=True)
         else:
             with _tempfile.TemporaryDirectory(prefix="sluice-run-") as d:
-                _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick)
+                _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick, threads)
                 result = Result.read(_Path(d), keep=False)
     for note in notes:
         _warn(note, SluiceWarning, stacklevel=2)

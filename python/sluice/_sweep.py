@@ -191,9 +191,10 @@ def _typed_grid(df: pd.DataFrame, keys: list) -> pd.DataFrame:
 
 def _run_task(sc: Scenario, sets: list, metrics: list, record: dict, path: str, tick=None) -> dict:
     """One cell x seed: run in a scratch directory, keep only the figures, write them atomically.
-    `tick` is the native run's callback: raising there ends the run."""
+    `tick` is the native run's callback: raising there ends the run. A sweep's parallelism is
+    across its tasks, so each runs on one thread."""
     with tempfile.TemporaryDirectory(prefix="sluice-task-") as d:
-        _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick)
+        _, notes = _native.run(sc.text, sc.file, sc.base_dir, sets, d, tick, 1)
         summary = json.loads(Path(d, "summary.json").read_text())
         outputs = outputs_digest(Path(d), summary)
     where = f"{record['cell']} seed {record['seed']}"

@@ -103,6 +103,17 @@ def test_text_and_dict_scenarios_run_like_the_file(repo):
     assert sluice.check(text).startswith("<scenario>: ok")
 
 
+def test_threads_give_the_same_tables_and_a_bad_count_raises(repo):
+    path = repo / "scenarios" / "websearch_leafspine.toml"
+    one = sluice.run(path, set={"sim.duration": "1ms"}, threads=1)
+    three = sluice.run(path, set={"sim.duration": "1ms"}, threads=3)
+    assert len(one.flows) > 50
+    assert one.flows.equals(three.flows) and one.ports.equals(three.ports)
+    for bad in (0, 1025):
+        with pytest.raises(sluice.SluiceError, match="threads: expected a whole number of threads from 1 to 1024"):
+            sluice.run(path, set={"sim.duration": "1ms"}, threads=bad)
+
+
 def test_out_keeps_the_files_and_set_overrides(repo, tmp_path):
     r = sluice.run(repo / "scenarios" / "quickstart.toml", set={"classes.default.cc": "cubic"}, out=tmp_path)
     assert r.dir == tmp_path and (tmp_path / "run.json").exists()
@@ -144,11 +155,33 @@ senders = [0]
 receiver = 1
 """
 
-CHILD = f"""
+# The same across racks, on two threads: each rack a partition, each thread a replica.
+ENDLESS_ON_TWO_THREADS = """
+[sim]
+duration = "1000s"
+threads = 2
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 1
+hosts_per_leaf = 1
+host_rate = "10Gbps"
+host_delay = "1us"
+fabric_rate = "10Gbps"
+fabric_delay = "1us"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 1
+"""
+
+
+def interrupted_child(scenario: str) -> str:
+    return f"""
 import sys, time
 import sluice
 try:
-    sluice.run({ENDLESS!r})
+    sluice.run({scenario!r})
 except KeyboardInterrupt:
     print("interrupted at", time.monotonic(), flush=True)
     sys.exit(3)
@@ -156,8 +189,10 @@ print("finished", flush=True)
 """
 
 
-def test_a_long_run_shows_progress_and_stops_on_ctrl_c_within_a_second(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+@pytest.mark.parametrize("scenario", [ENDLESS, ENDLESS_ON_TWO_THREADS], ids=["one thread", "two threads"])
+def test_a_long_run_shows_progress_and_stops_on_ctrl_c_within_a_second(tmp_path, scenario):
+    child_code = interrupted_child(scenario)
+    child = subprocess.Popen([sys.executable, "-c", child_code], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stderr, bar = [], threading.Event()
 
     def read_stderr():

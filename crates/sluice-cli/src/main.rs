@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_sim::metrics::Provenance;
-use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
+use sluice_sim::scenario::{self, LoadedScenario, ScenarioError, Threads};
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
 use std::io::IsTerminal;
@@ -41,6 +41,10 @@ enum Command {
         /// No progress bar and no closing report on stderr.
         #[arg(long, short)]
         quiet: bool,
+        /// Threads to run the fabric's partitions on: 1 to 1024, or "auto" (overrides
+        /// sim.threads; outputs are the same for any number).
+        #[arg(long, value_name = "N", value_parser = Threads::parse)]
+        threads: Option<Threads>,
     },
     /// Validate a scenario and report every problem with its file, line and key.
     Check {
@@ -121,11 +125,11 @@ fn main() -> ExitCode {
         huge_pages::restart_on_huge_pages();
     }
     let result = match cli.command {
-        Command::Run { scenario, out, seed, mut overrides, quiet } => {
+        Command::Run { scenario, out, seed, mut overrides, quiet, threads } => {
             if let Some(s) = seed {
                 overrides.push(seed_override(s));
             }
-            run(&scenario, &out, &overrides, quiet)
+            run(&scenario, &out, &overrides, quiet, threads)
         }
         Command::Check { scenario, overrides } => check(&scenario, &overrides),
         Command::Sweep(args) => sweep::run(args),
@@ -188,8 +192,18 @@ fn provenance<'a>(loaded: &'a LoadedScenario, overrides: &'a [String]) -> Proven
     }
 }
 
-fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()> {
+fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool, threads: Option<Threads>) -> Result<()> {
     let (loaded, mut world) = build(path, overrides)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let asked = threads.unwrap_or(loaded.scenario.sim.threads).resolve(&world, cores);
+    let threads = scenario::spread(&loaded, &mut world, asked).map_err(|m| loaded.error_at(m))?;
+    // Each thread holds a replica of the world; only the memory caps them below the partitions.
+    let held_back = if threads < asked.min(world.partitions().count) {
+        let replicas = if threads == 1 { "replica" } else { "replicas" };
+        format!(" (of {asked} asked: the memory holds {threads} {replicas} of the world)")
+    } else {
+        String::new()
+    };
     let show = !quiet && std::io::stderr().is_terminal();
     let end = loaded.scenario.sim.duration;
     let started = Instant::now();
@@ -239,7 +253,11 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool) -> Result<()>
         );
         let parts = world.partitions();
         match (parts.lookahead, parts.note) {
-            (Some(l), _) => eprintln!("{} partitions, {l} lookahead (the smallest delay of a link between them)", parts.count),
+            (Some(l), _) => eprintln!(
+                "{} partitions on {threads} thread{}{held_back}, {l} lookahead (the smallest delay of a link between them)",
+                parts.count,
+                if threads == 1 { "" } else { "s" }
+            ),
             (None, Some(why)) => eprintln!("one partition: {why}"),
             (None, None) => eprintln!("one partition"),
         }

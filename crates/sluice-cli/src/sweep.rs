@@ -405,9 +405,12 @@ pub fn run(args: SweepArgs) -> Result<()> {
     let failed = AtomicBool::new(false);
     let results: Mutex<Results> = Mutex::new((0..cells.len()).map(|_| None).collect());
     let done = AtomicUsize::new(0);
+    // Cells that run side by side take a core each; a sweep of one at a time runs each cell
+    // on the threads its scenario asks for.
+    let threads = (jobs > 1).then_some(sluice_sim::scenario::Threads::Count(1));
     let run_cell = |c: &Cell| -> Result<Vec<Option<f64>>> {
         let dir = args.out.join(&c.name);
-        crate::run(&args.scenario, &dir, &overrides_of(c), true).with_context(|| format!("cell {}", c.name))?;
+        crate::run(&args.scenario, &dir, &overrides_of(c), true, threads).with_context(|| format!("cell {}", c.name))?;
         let text = std::fs::read_to_string(dir.join("summary.json"))
             .with_context(|| format!("cell {}: reading summary.json", c.name))?;
         let summary: serde_json::Value =

@@ -647,3 +647,26 @@ fn sluice_list_names_every_topology_kind_and_ecn_key() {
     }
     assert!(topologies.contains("rdcn         racks, hosts_per_rack"), "{topologies}");
 }
+
+#[test]
+fn thread_counts_outside_1_to_1024_are_refused_at_the_key_or_the_flag() {
+    for v in ["0", "1025", "-3", "\"many\"", "2.5"] {
+        refused("", &["--set", &format!("sim.threads={v}")], &["sim.threads", "from 1 to 1024", "\"auto\""]);
+    }
+    // In the file: its line.
+    let dir = tempfile::tempdir().unwrap();
+    let path = scenario(dir.path(), "");
+    let text = std::fs::read_to_string(&path).unwrap().replacen("[sim]\n", "[sim]\nthreads = 0\n", 1);
+    std::fs::write(&path, text).unwrap();
+    let out = sluice_in(dir.path(), &["check", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("s.toml:2") && err.contains("sim.threads") && err.contains("got 0"), "{err}");
+    // On the command line: the flag.
+    for v in ["0", "1025", "lots"] {
+        let out = sluice_in(dir.path(), &["run", path.to_str().unwrap(), "--threads", v, "--quiet"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--threads {v}: {err}");
+        assert!(err.contains("--threads") && err.contains("from 1 to 1024") && !err.contains("panicked"), "{err}");
+    }
+}

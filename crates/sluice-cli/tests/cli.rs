@@ -212,3 +212,36 @@ fn endless_flows_need_a_duration() {
     let err = check_bad(&[("s.toml", &text)]);
     assert!(err.contains("sim.duration") && err.contains("workloads[0]"), "{err}");
 }
+
+#[test]
+fn threads_write_the_same_outputs_and_the_report_says_how_many_ran() {
+    // A leaf-spine of 8 racks: 8 partitions. The CLI is where the thread count is resolved
+    // (flag over `sim.threads`, capped by partitions and memory), so its outputs are compared
+    // here too; tests/schedules.rs compares every schedule on more scenarios.
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let run = |dir: &Path, extra: &[&str]| -> String {
+        let mut args = vec!["run", "scenarios/websearch_leafspine.toml", "--out", dir.to_str().unwrap()];
+        args.extend_from_slice(&["--set", "sim.duration=\"1ms\""]);
+        args.extend_from_slice(extra);
+        String::from_utf8_lossy(&run_ok(&args).stderr).to_string()
+    };
+    let one = run(dirs[0].path(), &["--threads", "1"]);
+    let three = run(dirs[1].path(), &["--threads", "3"]);
+    // 9 MB of flows and samples (`sluice check`): 20 MB holds two replicas of the world.
+    let capped = run(dirs[2].path(), &["--threads", "4", "--set", "limits.memory=\"20MB\""]);
+    assert!(one.contains("8 partitions on 1 thread,"), "{one}");
+    assert!(three.contains("8 partitions on 3 threads,"), "{three}");
+    assert!(capped.contains("8 partitions on 2 threads (of 4 asked: the memory holds 2 replicas of the world),"), "{capped}");
+    for dir in &dirs[1..] {
+        for name in ["flows.csv", "ports.csv", "utilization.csv", "fct_buckets.csv"] {
+            let a = std::fs::read(dirs[0].path().join(name)).unwrap();
+            assert!(a == std::fs::read(dir.path().join(name)).unwrap(), "{name} differs");
+        }
+        let (mut a, mut b) = (summary(dirs[0].path()), summary(dir.path()));
+        for s in [&mut a, &mut b] {
+            s["wall_s"] = 0.into();
+            s["events_per_s"] = 0.into();
+        }
+        assert_eq!(a, b);
+    }
+}

@@ -6,7 +6,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError};
 use pyo3::prelude::*;
 use sluice_sim::metrics::{self, Provenance};
-use sluice_sim::scenario::{self, LoadedScenario, ScenarioError};
+use sluice_sim::scenario::{self, LoadedScenario, ScenarioError, Threads};
 use sluice_sim::world::World;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -61,8 +61,10 @@ fn build(text: &str, file: &str, base_dir: &str, overrides: &[String]) -> Result
 /// About every 100 ms of wall time the run takes the GIL to handle signals (Ctrl-C raises
 /// KeyboardInterrupt there) and calls `tick(now_ns, end_ns)` (`end_ns` None without
 /// sim.duration); an exception from either ends the run and is raised.
+///
+/// `threads` (1 to 1024) overrides sim.threads: the threads the fabric's partitions run on.
 #[pyfunction]
-#[pyo3(signature = (text, file, base_dir, overrides, out, tick=None))]
+#[pyo3(signature = (text, file, base_dir, overrides, out, tick=None, threads=None))]
 fn run(
     py: Python<'_>,
     text: String,
@@ -71,10 +73,18 @@ fn run(
     overrides: Vec<String>,
     out: String,
     tick: Option<PyObject>,
+    threads: Option<usize>,
 ) -> PyResult<(String, Vec<String>)> {
     let tick = tick.as_ref();
     guarded(py, move || {
         let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
+        let asked = match threads {
+            Some(n) => Threads::parse(&n.to_string()).map_err(|e| format!("threads: {e}"))?,
+            None => loaded.scenario.sim.threads,
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = asked.resolve(&world, cores);
+        scenario::spread(&loaded, &mut world, threads)?;
         let end_ns = loaded.scenario.sim.duration.map(|d| d.ns());
         let started = Instant::now();
         let mut looked = started;

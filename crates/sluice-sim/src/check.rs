@@ -283,6 +283,13 @@ impl Footprint {
 
     /// Refuses a footprint above `limit` (`limits.memory`) or, without one, above what this
     /// process may use, naming the key of its largest term.
+    /// How many runs of this size fit in `limit` (or what this process may use), if it is known:
+    /// each thread of a run holds a replica of the world.
+    pub(crate) fn fit(&self, limit: Option<u64>) -> Option<u64> {
+        let cap = limit.or_else(|| machine_memory().map(|(m, _)| m))?;
+        Some(cap / self.bytes().max(1))
+    }
+
     pub(crate) fn within(&self, limit: Option<u64>) -> Result<(), String> {
         let (cap, what) = match limit {
             Some(l) => (l, format!("limits.memory = {}", crate::words::bytes(l))),

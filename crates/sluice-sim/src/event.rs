@@ -33,6 +33,8 @@ const MASK: u64 = SLOTS - 1;
 const SEQ_BITS: u32 = 43;
 /// Sources an event list tells apart: partitions, and one more for the run's own events.
 pub const MAX_SOURCES: usize = 1 << (64 - SLOT_SHIFT - SEQ_BITS);
+/// The bits of a wheel entry's key that hold its tie key.
+const TIE_MASK: u64 = (1 << (64 - SLOT_SHIFT)) - 1;
 
 /// The absolute slot of time `at` (picoseconds).
 #[inline(always)]
@@ -67,6 +69,8 @@ pub struct EventQueue<E> {
     /// Every source's next tie key, while another acts.
     ties: Vec<u64>,
     now: Time,
+    /// The tie key of the event popped last.
+    popped_tie: u64,
 }
 
 /// One slot's events in insertion order until the wheel reaches the slot, then (`sorted`) in key
@@ -143,10 +147,18 @@ impl<E: Copy> EventQueue<E> {
             tie: 0,
             ties: vec![0],
             now: Time::ZERO,
+            popped_tie: 0,
         }
     }
     pub fn now(&self) -> Time {
         self.now
+    }
+
+    /// The tie key of the event popped last: with [`Self::now`], its place in the canonical
+    /// order, by which logs kept apart (one per thread) merge into the one list's order.
+    #[inline]
+    pub fn popped_tie(&self) -> u64 {
+        self.popped_tie
     }
 
     /// Makes `source` (below [`MAX_SOURCES`]) the one whose element acts now: what is pushed
@@ -289,6 +301,7 @@ impl<E: Copy> EventQueue<E> {
         }
         self.on_wheel -= 1;
         self.now = at;
+        self.popped_tie = e.key & TIE_MASK;
         Some((at, e.ev, e.target as usize))
     }
 
@@ -347,6 +360,12 @@ impl<E: Copy> EventQueue<E> {
             let e = self.far.pop().expect("peeked");
             self.to_wheel((e.key >> 64) as u64, e.key as u64, e.ev, e.target);
         }
+    }
+
+    /// Every pending event, in no particular order (for the run's checks).
+    pub fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+        let wheel = self.slots.iter().flat_map(|s| s.items[s.head as usize..].iter().map(|t| &t.ev));
+        wheel.chain(self.far.iter().map(|e| &e.ev))
     }
 
     pub fn len(&self) -> usize {

@@ -267,6 +267,15 @@ impl Flow {
         self.waiting = false;
     }
 
+    /// Takes the server's share of the record from `other`, this flow as a replica that runs the
+    /// server's host kept it (`world/threads.rs`); the rest is the client's.
+    pub(crate) fn take_server_side(&mut self, other: &mut Flow) {
+        std::mem::swap(&mut self.server, &mut other.server);
+        std::mem::swap(&mut self.delivery_fault, &mut other.delivery_fault);
+        self.app_received = other.app_received;
+        self.rx_done = other.rx_done;
+    }
+
     /// Drops the client's state, keeping what the outputs report.
     fn release_client(&mut self) {
         if let Some(c) = self.client.take() {

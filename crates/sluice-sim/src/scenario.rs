@@ -331,6 +331,71 @@ pub struct SimConfig {
     pub seed: u64,
     /// End the run as soon as every finite flow has finished.
     pub stop_when_done: bool,
+    /// Threads the partitions run on: a whole number from 1 to 1024, or "auto" (the machine's
+    /// cores for a fabric of 256 hosts or more, one for a smaller one). Outputs are the same
+    /// for any number.
+    pub threads: Threads,
+}
+
+/// How many threads a run's partitions take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(into = "toml::Value")]
+pub enum Threads {
+    /// The machine's cores for a large fabric, one for a small one.
+    Auto,
+    /// This many, at most one per partition.
+    Count(usize),
+}
+
+/// Hosts from which `threads = "auto"` runs a fabric on every core.
+const AUTO_THREADS_HOSTS: usize = 256;
+
+impl Threads {
+    /// What a thread count is, in words.
+    pub const WORDS: &'static str = "a whole number of threads from 1 to 1024, or \"auto\"";
+
+    /// Reads a thread count as the command line or a TOML string writes it.
+    pub fn parse(s: &str) -> Result<Threads, String> {
+        match s.trim() {
+            "auto" => Ok(Threads::Auto),
+            t => match t.parse::<usize>() {
+                Ok(n @ 1..=crate::world::MAX_THREADS) => Ok(Threads::Count(n)),
+                _ => Err(format!("expected {}; got \"{s}\"", Threads::WORDS)),
+            },
+        }
+    }
+
+    /// The threads to ask of a run of `world`; `cores` is what the machine has.
+    pub fn resolve(self, world: &World, cores: usize) -> usize {
+        match self {
+            Threads::Count(n) => n,
+            Threads::Auto if world.nics().len() >= AUTO_THREADS_HOSTS => cores.min(world.partitions().count).max(1),
+            Threads::Auto => 1,
+        }
+    }
+}
+
+impl From<Threads> for toml::Value {
+    fn from(t: Threads) -> toml::Value {
+        match t {
+            Threads::Auto => toml::Value::String("auto".into()),
+            Threads::Count(n) => toml::Value::Integer(n as i64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Threads, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(i) => match usize::try_from(i) {
+                Ok(n @ 1..=crate::world::MAX_THREADS) => Ok(Threads::Count(n)),
+                _ => Err(D::Error::custom(format!("expected {}; got {i}", Threads::WORDS))),
+            },
+            toml::Value::String(s) => Threads::parse(&s).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!("expected {}; got {}", Threads::WORDS, value_in_words(&other)))),
+        }
+    }
 }
 
 /// A seed written as a TOML integer or, for the upper half of the range, as a decimal string.
@@ -356,7 +421,7 @@ fn value_in_words(v: &toml::Value) -> String {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { duration: None, seed: 1, stop_when_done: true }
+        SimConfig { duration: None, seed: 1, stop_when_done: true, threads: Threads::Auto }
     }
 }
 
@@ -1004,7 +1069,17 @@ fn line_of_written_key(text: &str, key: &str) -> Option<usize> {
 
 /// Builds the world a loaded scenario describes, validating everything that needs the topology.
 pub fn build(loaded: &LoadedScenario) -> Result<World, String> {
-    build_measured(loaded).map(|(world, _)| world)
+    build_measured(loaded).map(|(mut world, footprint)| {
+        world.room_for = footprint.fit(loaded.scenario.limits.memory.map(|b| b.0)).map(|n| n as usize);
+        world
+    })
+}
+
+/// Readies a world built from `loaded` to run on `threads` threads (at most one per partition,
+/// and as many as the memory holds replicas of the world), each other thread's replica built from
+/// `loaded` again; returns the threads the run will use.
+pub fn spread(loaded: &LoadedScenario, world: &mut World, threads: usize) -> Result<usize, String> {
+    world.spread(threads, &|| build(loaded))
 }
 
 /// [`build`], with what a run of the world will hold in memory.

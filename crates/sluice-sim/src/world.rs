@@ -36,6 +36,9 @@ use crate::workload::proxy::{self, RelayEnd, Splicing};
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
 
+mod threads;
+pub use threads::MAX_THREADS;
+
 /// One queue-depth sample.
 #[derive(Clone, Copy, Debug)]
 pub struct QueueSample {
@@ -195,17 +198,31 @@ pub struct World {
     circuit: Option<CircuitParts>,
     /// Partitions taking turns window by window, each on a list of its own, when a test asks.
     windows: Option<Box<Windows>>,
+    /// Which partitions this world runs: all, or (a replica on a thread) its share.
+    own: Vec<bool>,
+    /// Which replica this world is when threads run the partitions (`threads.rs`).
+    replica: Option<usize>,
+    /// The other threads' replicas, when this world runs on several.
+    spread: Option<Box<threads::Spread>>,
+    /// How many replicas of this world the memory holds, where known (`scenario::build`).
+    pub(crate) room_for: Option<usize>,
+    /// A world gathered from threads: how the packet checks went in each replica.
+    checked_apart: Option<Result<(), String>>,
 }
 
-/// Partitions taking turns window by window, each on its own event list, as threads will run
-/// them: the check that a run's order does not depend on how its partitions are scheduled.
+/// A run by lookahead windows: partitions that take turns, each on its own event list (the check
+/// that a run's order does not depend on how its partitions are scheduled), or a replica on a
+/// thread, whose partitions share one list and meet the other replicas at each window's end.
 struct Windows {
-    /// Each partition's list, the run's own last; the acting one's is in `World::q`.
+    /// Each partition's list, the run's own last; the acting one's is in `World::q`. None in a
+    /// replica on a thread, whose partitions share `World::q`, the order the same.
     lists: Vec<EventQueue<Event>>,
     /// Whose list is in `World::q`.
     acting: usize,
     /// What an acting partition scheduled for another, handed over when its turn ends.
     across: Vec<Across>,
+    /// What was scheduled for partitions another replica runs, shipped at the window's end.
+    outbox: Vec<Across>,
     /// Partitions take their turns last to first.
     reversed: bool,
 }
@@ -244,7 +261,7 @@ impl World {
     /// Builds the world from validated parts over `graph`: ports, switches, NICs, every flow.
     pub fn new(graph: &Graph, p: Parts) -> World {
         let parts = Partitions::of(graph, !p.apps.is_empty());
-        let global = if parts.count == 1 { 0 } else { parts.count };
+        let (global, parts_count) = (if parts.count == 1 { 0 } else { parts.count }, parts.count);
         let mut net = Fabric::build(
             graph,
             &FabricSpec {
@@ -324,6 +341,11 @@ impl World {
             flying: Flying::default(),
             circuit: p.circuit,
             windows: None,
+            own: vec![true; parts_count],
+            replica: None,
+            spread: None,
+            room_for: None,
+            checked_apart: None,
         };
         for spec in &p.flows {
             let f = world.add_flow(spec);
@@ -360,7 +382,8 @@ impl World {
             }
             last[part] = f.id;
         }
-        for (part, &f) in heads.iter().enumerate().filter(|(_, &f)| f != u32::MAX) {
+        let own = self.own.clone();
+        for (part, &f) in heads.iter().enumerate().filter(|&(part, &f)| f != u32::MAX && own[part]) {
             self.act_as(part);
             self.q.push(self.flows[f as usize].start, Event::FlowStart(f));
         }
@@ -386,6 +409,8 @@ impl World {
         self.part = part;
         match self.windows.as_deref_mut() {
             None => self.q.set_source(part),
+            // A replica on a thread: its partitions share one list.
+            Some(w) if w.lists.is_empty() => self.q.set_source(part),
             Some(w) if w.acting != part => {
                 std::mem::swap(&mut self.q, &mut w.lists[w.acting]);
                 std::mem::swap(&mut self.q, &mut w.lists[part]);
@@ -410,8 +435,11 @@ impl World {
             })
             .collect();
         self.q = EventQueue::new();
-        self.windows = Some(Box::new(Windows { lists, acting: self.global, across: Vec::new(), reversed }));
+        self.windows = Some(Box::new(Windows { lists, acting: self.global, across: Vec::new(), outbox: Vec::new(), reversed }));
         std::mem::swap(&mut self.q, &mut self.windows.as_deref_mut().expect("just set").lists[self.global]);
+        if let Some(c) = self.capture.as_deref_mut() {
+            c.by_windows();
+        }
         self.schedule_starts();
     }
 
@@ -434,7 +462,15 @@ impl World {
     #[cold]
     #[inline(never)]
     fn connect_waiting(&mut self, f: u32) {
-        let fresh = self.build.flow(&self.specs[f as usize], f, &self.net);
+        let mut fresh = self.build.flow(&self.specs[f as usize], f, &self.net);
+        // A replica keeps only the ends at hosts of its own partitions.
+        let own = |h: u32| self.own[self.host_part[h as usize] as usize];
+        if !own(fresh.src) {
+            fresh.client = None;
+        }
+        if !own(fresh.dst) {
+            fresh.server = None;
+        }
         self.flows[f as usize].connect(fresh);
     }
 
@@ -454,6 +490,9 @@ impl World {
     /// Runs until the end time, the last flow finishing (when asked), or no events remain.
     /// `progress` is called now and then with the current simulated time.
     pub fn run(&mut self, progress: &mut dyn FnMut(Time)) {
+        if self.spread.is_some() {
+            return self.run_spread(progress);
+        }
         if let (Some(window), true) = (self.parts.lookahead, self.windows.is_some()) {
             return self.run_windows(window, progress);
         }
@@ -461,6 +500,9 @@ impl World {
             let Some((now, ev, part)) = self.q.pop_for() else { break };
             if self.parts.count > 1 {
                 if self.stop_at.is_some_and(|t| now >= t) {
+                    // Left where it was: an arrival over a cut link carries its packet.
+                    let tie = self.q.popped_tie();
+                    self.q.push_keyed(now, tie, ev, part);
                     self.stopped = true;
                     break;
                 }
@@ -482,15 +524,10 @@ impl World {
 
     /// Partitions take turns window by window, each window as long as the lookahead (aligned to
     /// its multiples): within one, each partition runs its own list alone, since nothing another
-    /// does reaches it before the window ends; then what crossed goes to its lists. The run's own
-    /// events cut a window: the partitions run up to and including their time, then the event.
+    /// does reaches it before the window ends; then what crossed goes to its lists.
     #[inline(never)]
     fn run_windows(&mut self, window: Time, progress: &mut dyn FnMut(Time)) {
-        let own = self.global;
-        let mut order: Vec<usize> = (0..self.parts.count).collect();
-        if self.windows.as_deref().is_some_and(|w| w.reversed) {
-            order.reverse();
-        }
+        let order = self.turn_order();
         let mut reported = self.events;
         while !self.stopped {
             let Some(start) = self.next_time_of_all() else { break };
@@ -498,38 +535,60 @@ impl World {
                 self.stopped = true;
                 break;
             }
-            let end = Time((start.0 / window.0 + 1) * window.0);
-            loop {
-                self.act_as(own);
-                let cut = self.q.next_time().filter(|&t| t < end);
-                let limit = cut.unwrap_or(Time(end.0 - 1));
-                for &part in &order {
-                    self.act_as(part);
-                    while let Some((now, ev, _)) = self.q.pop_until(limit) {
-                        self.prefetch_ahead();
-                        self.clock = self.clock.max(now);
-                        self.events += 1;
-                        self.step(now, ev);
-                    }
-                    self.hand_over(limit);
-                }
-                if cut.is_none() {
-                    break;
-                }
-                self.act_as(own);
-                let (now, ev, _) = self.q.pop_for().expect("the run's own event just seen");
-                self.clock = self.clock.max(now);
-                self.events += 1;
-                self.step(now, ev);
-                self.hand_over(limit);
-                if self.stopped {
-                    return;
-                }
-            }
+            self.run_window(start, window, &order);
             if self.events - reported > 0xffff {
                 reported = self.events;
                 progress(self.clock);
             }
+        }
+        // Rows came in turn order within each window.
+        self.hosts.telemetry.merge([]);
+    }
+
+    /// The partitions, in the order they take their turns.
+    fn turn_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.parts.count).collect();
+        if self.windows.as_deref().is_some_and(|w| w.reversed) {
+            order.reverse();
+        }
+        order
+    }
+
+    /// Runs the lookahead window that `start` falls in: each partition in `order` takes its turn.
+    /// The run's own events cut a window: the partitions run up to and including their time,
+    /// then the event.
+    fn run_window(&mut self, start: Time, window: Time, order: &[usize]) {
+        let own = self.global;
+        let end = Time((start.0 / window.0 + 1) * window.0);
+        loop {
+            self.act_as(own);
+            let cut = self.q.next_time().filter(|&t| t < end);
+            let limit = cut.unwrap_or(Time(end.0 - 1));
+            for &part in order {
+                self.act_as(part);
+                while let Some((now, ev, _)) = self.q.pop_until(limit) {
+                    self.prefetch_ahead();
+                    self.clock = self.clock.max(now);
+                    self.events += 1;
+                    self.step(now, ev);
+                }
+                self.hand_over(limit);
+            }
+            if cut.is_none() {
+                break;
+            }
+            self.act_as(own);
+            let (now, ev, _) = self.q.pop_for().expect("the run's own event just seen");
+            self.clock = self.clock.max(now);
+            self.events += 1;
+            self.step(now, ev);
+            self.hand_over(limit);
+            if self.stopped {
+                break;
+            }
+        }
+        if let Some(c) = self.capture.as_deref_mut() {
+            c.settle();
         }
     }
 
@@ -546,7 +605,11 @@ impl World {
         let w = self.windows.as_deref_mut().expect("partitions take turns");
         for a in w.across.drain(..) {
             assert!(a.at > limit, "{:?} for partition {} at {} reaches back into a turn that ran to {limit}", a.ev, a.part, a.at);
-            w.lists[a.part as usize].push_keyed(a.at, a.tie, a.ev, a.part as usize);
+            let list = if w.lists.is_empty() { &mut self.q } else { &mut w.lists[a.part as usize] };
+            match self.own[a.part as usize] {
+                true => list.push_keyed(a.at, a.tie, a.ev, a.part as usize),
+                false => w.outbox.push(a),
+            }
         }
     }
 
@@ -629,14 +692,16 @@ impl World {
             Event::Arrive(p, place) => {
                 let port = &mut self.net.ports[p as usize];
                 let (node, ingress) = (port.peer_node, port.peer_port);
-                let (_, head) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
-                debug_assert_eq!(head, place);
                 // A cut link's sender scheduled every arrival itself; elsewhere each arrival
                 // schedules the next.
-                if let (false, Some(&(next, behind))) = (port.link.cut, port.link.in_flight.front()) {
-                    self.q.push(next, Event::Arrive(p, behind));
+                if !port.link.cut {
+                    let (_, head) = port.link.in_flight.pop_front().expect("an arrival event for the head packet");
+                    debug_assert_eq!(head, place);
+                    if let Some(&(next, behind)) = port.link.in_flight.front() {
+                        self.q.push(next, Event::Arrive(p, behind));
+                    }
                 }
-                let mut pkt = self.flying.take(head);
+                let mut pkt = self.flying.take(place);
                 if port.link.cut && !pkt.is_pfc() {
                     self.counters[self.part].arrived_across += 1;
                 }
@@ -719,7 +784,7 @@ impl World {
             Event::Circuit => {
                 for s in 0..self.net.switches.len() {
                     let node = self.net.switches[s].node as usize;
-                    if self.net.switches[s].tor.is_none() {
+                    if self.net.switches[s].tor.is_none() || !self.own[self.parts.of_node[node] as usize] {
                         continue;
                     }
                     // Each ToR acts for its own partition.
@@ -739,6 +804,9 @@ impl World {
             Event::Sample(SampleKind::Queues) => {
                 for &p in &self.queue_ports {
                     let port = &self.net.ports[p as usize];
+                    if !self.own[self.parts.of_node[port.node as usize] as usize] {
+                        continue;
+                    }
                     let bytes = match self.net.roles[port.node as usize] {
                         Role::Switch(s) => self.net.switches[s as usize].queued_bytes(port),
                         Role::Host(h) => self.hosts.nics[h as usize].backlog_bytes(&self.flows),
@@ -750,6 +818,9 @@ impl World {
             Event::Sample(SampleKind::Cwnd) => {
                 for i in 0..self.cwnd_flows.len() {
                     let f = self.cwnd_flows[i];
+                    if !self.own[self.host_part[self.flows[f as usize].src as usize] as usize] {
+                        continue;
+                    }
                     if self.flows[f as usize].start <= now {
                         // Its start may come later in this instant: its window is the initial one.
                         self.connect_now(f);
@@ -936,7 +1007,9 @@ impl World {
 
     /// Stops the run when asked to finish with the traffic and nothing more can start.
     fn stop_if_done(&mut self) {
+        // A replica knows only its own flows: the threads decide together (`threads.rs`).
         if self.stop_when_done
+            && self.replica.is_none()
             && self.unfinished == 0
             && self.endless == 0
             && self.started >= self.static_flows
@@ -1079,6 +1152,20 @@ impl World {
     /// The packets on the wires.
     pub fn flying(&self) -> &Flying {
         &self.flying
+    }
+    /// The packets on cut links, which their arrival events alone carry: (the sending port's
+    /// global id, the packet's place in the `Flying` store).
+    pub fn on_cut_links(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let parked = self.windows.as_deref().into_iter().flat_map(|w| w.lists.iter().enumerate().filter(move |&(i, _)| i != w.acting));
+        let lists = parked.map(|(_, q)| q).chain(std::iter::once(&self.q));
+        lists.flat_map(|q| q.iter()).filter_map(|ev| match *ev {
+            Event::Arrive(p, place) if self.net.ports[p as usize].link.cut => Some((p, place)),
+            _ => None,
+        })
+    }
+    /// How the packet checks went in each thread's replica, for a world gathered from threads.
+    pub(crate) fn checked_apart(&self) -> Option<&Result<(), String>> {
+        self.checked_apart.as_ref()
     }
     /// The packets on the wires, mutably: a test may leak one to check the conservation check.
     pub fn flying_mut(&mut self) -> &mut Flying {

@@ -91,15 +91,33 @@ fn scenario_text() -> impl Strategy<Value = String> {
     })
 }
 
-/// Builds, runs and writes the outputs of `text`, its partitions taking turns if `turns`; returns
-/// each output file's bytes by name.
-fn run(text: &str, dir: &Path, turns: bool) -> Result<BTreeMap<String, Vec<u8>>, TestCaseError> {
+/// How a run's partitions are scheduled.
+#[derive(Clone, Copy, Debug)]
+enum Schedule {
+    /// One event list.
+    OneList,
+    /// Turns window by window, last partition first.
+    TurnsReversed,
+    /// This many threads.
+    Threads(usize),
+}
+
+/// Builds, runs and writes the outputs of `text` under `schedule`; returns each output file's
+/// bytes by name.
+fn run(text: &str, dir: &Path, schedule: Schedule) -> Result<BTreeMap<String, Vec<u8>>, TestCaseError> {
     let loaded = scenario::parse(text, "prop.toml", Path::new("."), &[]).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut world = sluice_sim::scenario::build(&loaded).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-    if turns {
-        world.take_turns(true);
+    match schedule {
+        Schedule::OneList => world.run(&mut |_| {}),
+        Schedule::TurnsReversed => {
+            world.take_turns(true);
+            world.run(&mut |_| {});
+        }
+        Schedule::Threads(n) => {
+            scenario::spread(&loaded, &mut world, n).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            world.run(&mut |_| {});
+        }
     }
-    world.run(&mut |_| {});
     world.check_conservation().map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
     metrics::write_outputs(&world, dir, 0.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut files = BTreeMap::new();
@@ -153,9 +171,9 @@ proptest! {
     })]
 
     #[test]
-    fn random_small_scenarios_keep_the_engine_invariants(text in scenario_text()) {
-        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let first = run(&text, a.path(), false)?;
+    fn random_small_scenarios_keep_the_engine_invariants(text in scenario_text(), threads in 2usize..=4) {
+        let dir = tempfile::tempdir().unwrap();
+        let first = run(&text, dir.path(), Schedule::OneList)?;
         prop_assert!(first.contains_key("flows.csv") && first.contains_key("summary.json"), "{:?}", first.keys());
         for (name, bytes) in &first {
             let text_of = String::from_utf8_lossy(bytes);
@@ -167,11 +185,14 @@ proptest! {
             }
         }
         // Same scenario, same seed: identical outputs (summary.json holds the wall time, given as
-        // 0), however the partitions are scheduled.
-        let second = run(&text, b.path(), true)?;
-        prop_assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
-        for (name, bytes) in &first {
-            prop_assert!(bytes == &second[name], "{} differs between two runs of\n{}", name, text);
+        // 0), however the partitions are scheduled: taking turns, or on threads.
+        for schedule in [Schedule::TurnsReversed, Schedule::Threads(threads)] {
+            let dir = tempfile::tempdir().unwrap();
+            let second = run(&text, dir.path(), schedule)?;
+            prop_assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
+            for (name, bytes) in &first {
+                prop_assert!(bytes == &second[name], "{} differs under {:?} from one list in\n{}", name, schedule, text);
+            }
         }
     }
 }

@@ -355,7 +355,7 @@ impl Hosts {
             if let Some(snd) = s.flows[f as usize].sender() {
                 if let Some(echo) = snd.last_echo {
                     let row = TelemetryRow { t: s.cx.now, flow: f, srtt: snd.rtt.srtt(), cwnd: snd.win.cwnd, echo };
-                    self.telemetry.record(row);
+                    self.telemetry.record(row, s.cx.events.popped_tie());
                 }
             }
         }

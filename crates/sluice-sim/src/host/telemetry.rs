@@ -27,6 +27,8 @@ pub struct TelemetryLog {
     flows: Option<Vec<u32>>,
     last_row: Vec<Option<Time>>,
     pub(crate) rows: Vec<TelemetryRow>,
+    /// The tie key of the event that took each row, by which logs kept apart merge.
+    ties: Vec<u64>,
     pub(crate) hists: [Histogram<u64>; 5],
 }
 
@@ -34,11 +36,25 @@ impl TelemetryLog {
     /// Rows every `interval` per flow (0: every echo) for `flows` (`None`: all flows).
     pub fn new(interval: Time, flows: Option<Vec<u32>>) -> TelemetryLog {
         let h = || Histogram::new(3).expect("3 significant digits is a valid precision");
-        TelemetryLog { interval, flows, last_row: Vec::new(), rows: Vec::new(), hists: [h(), h(), h(), h(), h()] }
+        TelemetryLog { interval, flows, last_row: Vec::new(), rows: Vec::new(), ties: Vec::new(), hists: [h(), h(), h(), h(), h()] }
     }
 
-    /// Takes one echo.
-    pub fn record(&mut self, row: TelemetryRow) {
+    /// Takes in the logs the other threads of a run kept: rows in the order one event list
+    /// takes them (time, then the event's tie key), and every echo in the histograms.
+    pub fn merge(&mut self, others: impl IntoIterator<Item = TelemetryLog>) {
+        let mut all: Vec<(u64, TelemetryRow)> = self.ties.drain(..).zip(self.rows.drain(..)).collect();
+        for log in others {
+            all.extend(log.ties.into_iter().zip(log.rows));
+            for (h, o) in self.hists.iter_mut().zip(&log.hists) {
+                h.add(o).expect("auto-resizing histograms of one precision add");
+            }
+        }
+        all.sort_by_key(|&(tie, row)| (row.t, tie));
+        (self.ties, self.rows) = all.into_iter().unzip();
+    }
+
+    /// Takes one echo, in the event with tie key `tie`.
+    pub fn record(&mut self, row: TelemetryRow, tie: u64) {
         let (q, u) = match row.echo.reading {
             IntReading::QueueBytes(b) => (Some(b), None),
             IntReading::Utilization(f) => (None, Some((f * 1000.0).round() as u64)),
@@ -60,6 +76,7 @@ impl TelemetryLog {
         if self.last_row[f].is_none_or(|t| row.t >= t + self.interval) {
             self.last_row[f] = Some(row.t);
             self.rows.push(row);
+            self.ties.push(tie);
         }
     }
 }

@@ -114,7 +114,7 @@ mod tests {
     fn rows_are_thinned_per_flow_but_histograms_see_every_echo() {
         let mut log = TelemetryLog::new(Time(10_000_000), None);
         for t in 0..100 {
-            log.record(row(t, t as u32 % 2, IntReading::QueueBytes(16_384)));
+            log.record(row(t, t as u32 % 2, IntReading::QueueBytes(16_384)), t);
         }
         // One row per flow every 10 us over 100 us.
         assert_eq!(log.rows().len(), 20);

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 /// One direction of a physical link. Arrivals are FIFO (constant delay behind one serializer), so
 /// packets wait here in order with their arrival times, and only the head packet has an arrival
 /// event in the queue: the event list holds one entry per busy link, not one per packet. A link
-/// between partitions schedules every packet's arrival as it is sent instead.
+/// between partitions schedules every packet's arrival as it is sent instead, and keeps no queue:
+/// the packet is the far partition's once it is sent.
 #[derive(Debug, Default)]
 pub struct Link {
     /// Propagation delay.
@@ -20,7 +21,7 @@ pub struct Link {
     /// The partition at its far end.
     pub far_part: u16,
     /// Packets on the wire (their places in the `Flying` store) with their arrival times,
-    /// earliest first.
+    /// earliest first; always empty on a cut link, whose arrival events carry its packets.
     pub in_flight: VecDeque<(Time, u32)>,
 }
 

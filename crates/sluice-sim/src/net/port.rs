@@ -125,7 +125,7 @@ impl Port {
     pub fn transmit(&mut self, id: u32, pkt: &Packet, cx: &mut Cx) {
         let now = cx.now;
         if let Some(cap) = cx.capture.as_deref_mut() {
-            cap.on_wire(id, pkt, now);
+            cap.on_wire(id, pkt, now, cx.events.popped_tie());
         }
         let bytes = pkt.wire_bytes as u64;
         let done = now + self.rate.tx_time(bytes);
@@ -142,9 +142,13 @@ impl Port {
         // Across a cut link every packet's arrival is scheduled here, by the sender's partition:
         // whether the link is empty depends on the far partition's progress.
         if self.link.cut {
+            // Its arrival event alone carries it: the wire's queue belongs to this partition,
+            // and the far one takes the packet.
             cx.counters.sent_across += !pkt.is_pfc() as u64;
             cx.schedule_to(self.link.far_part, arrival, Event::Arrive(id, place));
-        } else if self.link.in_flight.is_empty() {
+            return;
+        }
+        if self.link.in_flight.is_empty() {
             cx.schedule(arrival, Event::Arrive(id, place));
         }
         self.link.in_flight.push_back((arrival, place));

@@ -125,6 +125,13 @@ impl HopSlab {
         HopIdx(NonZeroU32::new(slot as u32 + 1).expect("fewer than 2^32 - 1 stacks"))
     }
 
+    /// A stack holding `stack`'s records: one that crossed from another thread's slab.
+    pub fn put(&mut self, stack: HopStack) -> HopIdx {
+        let i = self.alloc();
+        self.stacks[i.slot()] = stack;
+        i
+    }
+
     /// Returns a stack to the free list.
     pub fn free(&mut self, i: HopIdx) {
         let s = i.slot();

@@ -1,0 +1,380 @@
+//! One run on several threads. Each thread runs a replica of the world that acts only for its
+//! share of the partitions, window by window (each as long as the lookahead), its partitions'
+//! events on one list in the canonical order. At each window's end the replicas meet: each takes what the others scheduled for its
+//! partitions (an arrival over a cut link brings its packet and hop records by value, as a
+//! message between machines would), and all agree on the next window and on whether the run is
+//! done. Nothing a replica does within a window depends on another's progress, so the run is the
+//! one a single thread makes; afterwards each element's state is taken from the replica that ran
+//! it, into one world for the outputs (`tests/threads.rs` checks every output byte for byte).
+
+use super::{Windows, World};
+use crate::event::EventQueue;
+use crate::context::Across;
+use crate::context::Event;
+use crate::invariants;
+use crate::packet::hpcc_int::HopStack;
+use crate::packet::Packet;
+use crate::time::Time;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+/// The most threads a run may be given.
+pub const MAX_THREADS: usize = 1024;
+
+/// What crosses from one replica to another at a window's end: an event for a partition the
+/// receiver runs and, for an arrival over a cut link, the packet with its hop records.
+struct Parcel {
+    across: Across,
+    pkt: Option<(Packet, Option<HopStack>)>,
+}
+
+/// What a replica tells the others at a window's end.
+#[derive(Default)]
+struct Post {
+    /// Parcels, by the replica that takes them.
+    parcels: Vec<Vec<Parcel>>,
+    /// When its earliest event (or parcel) is due.
+    next: Option<Time>,
+    /// Finite flows it has not seen finish.
+    unfinished: usize,
+    /// Static flows it started.
+    started: usize,
+    /// It reached the end time.
+    stopped: bool,
+}
+
+/// Where the replicas meet at each window's end.
+struct Exchange {
+    meeting: Meeting,
+    /// Posts by replica, in two sets used in turn: a replica writes one while the others may
+    /// still read the other, never the one they read (a meeting lies between).
+    posts: [Vec<Mutex<Post>>; 2],
+    /// Each partition's replica.
+    owner: Vec<usize>,
+    /// Finite flows each replica counted unfinished before the run.
+    unfinished: usize,
+}
+
+/// A barrier that a thread leaving by a panic breaks, so that the others return rather than
+/// wait for it forever. A window's work is often a fraction of a millisecond, so a party waits
+/// spinning for a while before it sleeps: waking a sleeping thread costs tens of microseconds.
+struct Meeting {
+    parties: usize,
+    arrived: AtomicUsize,
+    generation: AtomicU64,
+    broken: AtomicBool,
+    sleepers: Mutex<()>,
+    all_here: Condvar,
+}
+
+/// Spins before a party waiting at a meeting sleeps: some tens of microseconds.
+const SPINS: u32 = 1 << 14;
+
+impl Meeting {
+    fn new(parties: usize) -> Meeting {
+        Meeting {
+            parties,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
+            sleepers: Mutex::new(()),
+            all_here: Condvar::new(),
+        }
+    }
+
+    /// Waits for every party; false if one broke the meeting.
+    fn wait(&self) -> bool {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
+            // The last to arrive resets the count before it lets the others go on, so that none
+            // arrives at the next meeting to find this one's count.
+            self.arrived.store(0, Ordering::Relaxed);
+            let _sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+            self.generation.store(generation + 1, Ordering::Release);
+            self.all_here.notify_all();
+            return !self.broken.load(Ordering::Acquire);
+        }
+        let over = || self.generation.load(Ordering::Acquire) != generation || self.broken.load(Ordering::Acquire);
+        for _ in 0..SPINS {
+            if over() {
+                return !self.broken.load(Ordering::Acquire);
+            }
+            std::hint::spin_loop();
+        }
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        while !over() {
+            sleepers = self.all_here.wait(sleepers).unwrap_or_else(|e| e.into_inner());
+        }
+        !self.broken.load(Ordering::Acquire)
+    }
+
+    /// Breaks the meeting: every wait, now and later, returns false.
+    fn break_up(&self) {
+        let _sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        self.broken.store(true, Ordering::Release);
+        self.all_here.notify_all();
+    }
+}
+
+/// Breaks the meeting if its thread unwinds.
+struct LeaveOnPanic<'a>(&'a Meeting);
+
+impl Drop for LeaveOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.break_up();
+        }
+    }
+}
+
+/// The replicas a world spreads its run over.
+pub(super) struct Spread {
+    /// Replicas 1 and up (this world is replica 0).
+    others: Vec<World>,
+    /// Each partition's replica.
+    owner: Vec<usize>,
+}
+
+impl World {
+    /// Readies this world to run on up to `threads` threads, at most one per partition and as
+    /// many as the memory holds replicas of it (where [`crate::scenario::build`] knew): each
+    /// other thread runs a replica of it that `build` makes (the same scenario built again, the
+    /// replicas in parallel), and after the run this world holds it as one thread leaves it.
+    /// Returns the threads the run will use: 1 where the fabric is one partition.
+    pub fn spread(&mut self, threads: usize, build: &(dyn Fn() -> Result<World, String> + Sync)) -> Result<usize, String> {
+        let n = threads.min(self.parts.count).min(self.room_for.unwrap_or(usize::MAX).max(1));
+        if n <= 1 || self.parts.lookahead.is_none() || self.events > 0 || self.windows.is_some() {
+            return Ok(1);
+        }
+        let mut others: Vec<World> = std::thread::scope(|s| {
+            let builds: Vec<_> = (1..n).map(|_| s.spawn(build)).collect();
+            builds.into_iter().map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Result<_, _>>()
+        })?;
+        let owner = self.deal(n);
+        for (r, w) in std::iter::once(&mut *self).chain(others.iter_mut()).enumerate() {
+            w.own = owner.iter().map(|&o| o == r).collect();
+            w.replica = Some(r);
+            w.windows = Some(Box::new(Windows { lists: Vec::new(), acting: 0, across: Vec::new(), outbox: Vec::new(), reversed: false }));
+            w.q = EventQueue::new();
+            w.schedule_starts();
+        }
+        self.spread = Some(Box::new(Spread { others, owner }));
+        Ok(n)
+    }
+
+    /// Runs the replicas, this world's on this thread, and gathers the run into this world.
+    pub(super) fn run_spread(&mut self, progress: &mut dyn FnMut(Time)) {
+        let Spread { mut others, owner } = *self.spread.take().expect("a spread world");
+        let n = others.len() + 1;
+        let posts = || (0..n).map(|_| Mutex::new(Post::default())).collect();
+        let ex = Exchange { meeting: Meeting::new(n), posts: [posts(), posts()], owner, unfinished: self.unfinished };
+        std::thread::scope(|s| {
+            for (r, w) in others.iter_mut().enumerate() {
+                let ex = &ex;
+                std::thread::Builder::new()
+                    .name(format!("sluice-{}", r + 1))
+                    .spawn_scoped(s, move || w.run_replica(r + 1, ex, &mut |_| {}))
+                    .expect("a thread starts");
+            }
+            self.run_replica(0, &ex, progress);
+        });
+        let mut checked = Ok(());
+        let mut across = [0; 3];
+        for w in std::iter::once(&*self).chain(&others) {
+            checked = checked.and_then(|()| invariants::check_replica(w));
+            across.iter_mut().zip(invariants::across(w)).for_each(|(a, b)| *a += b);
+        }
+        self.checked_apart = Some(checked.and_then(|()| invariants::across_conserves(across)));
+        self.gather(others, &ex.owner);
+    }
+
+    /// Deals the partitions out to `n` replicas, each to the one with the fewest nodes so far,
+    /// largest first: each partition's replica.
+    fn deal(&self, n: usize) -> Vec<usize> {
+        let mut nodes = vec![0usize; self.parts.count];
+        for &p in &self.parts.of_node {
+            nodes[p as usize] += 1;
+        }
+        let mut by_size: Vec<usize> = (0..self.parts.count).collect();
+        by_size.sort_by_key(|&p| std::cmp::Reverse(nodes[p]));
+        let (mut owner, mut load) = (vec![0; self.parts.count], vec![0usize; n]);
+        for p in by_size {
+            let r = (0..n).min_by_key(|&r| load[r]).expect("at least one replica");
+            (owner[p], load[r]) = (r, load[r] + nodes[p]);
+        }
+        owner
+    }
+
+    /// Runs replica `r` window by window, meeting the others at each window's end. Within a
+    /// window its partitions' events pop from its one list in the canonical order, as on one
+    /// thread; what they schedule for another partition waits for the window's end.
+    fn run_replica(&mut self, r: usize, ex: &Exchange, progress: &mut dyn FnMut(Time)) {
+        let _leave = LeaveOnPanic(&ex.meeting);
+        let window = self.parts.lookahead.expect("threads run a fabric of several partitions");
+        let (mut set, mut last_end, mut reported) = (0, None, self.events);
+        loop {
+            let parcels = self.ship(ex);
+            let next = parcels.iter().flatten().map(|p| p.across.at).chain(self.q.next_time()).min();
+            let post = Post { parcels, next, unfinished: self.unfinished, started: self.started, stopped: self.stopped };
+            *ex.posts[set][r].lock().unwrap_or_else(|e| e.into_inner()) = post;
+            if !ex.meeting.wait() {
+                return;
+            }
+            let (mut next, mut finished, mut started, mut stopped) = (None::<Time>, 0, 0, false);
+            for from in &ex.posts[set] {
+                let mut post = from.lock().unwrap_or_else(|e| e.into_inner());
+                self.land(post.parcels.get_mut(r).map(std::mem::take).unwrap_or_default());
+                next = next.into_iter().chain(post.next).min();
+                finished += ex.unfinished - post.unfinished;
+                started += post.started;
+                stopped |= post.stopped;
+            }
+            set ^= 1;
+            if stopped {
+                return;
+            }
+            // The stop `stop_if_done` makes on one thread, from the counts of all.
+            if self.stop_when_done && finished == ex.unfinished && self.endless == 0 && started >= self.static_flows {
+                if let Some(end) = last_end {
+                    self.stop_at.get_or_insert(end);
+                }
+            }
+            let Some(start) = next else { return };
+            if self.stop_at.is_some_and(|t| start >= t) {
+                self.stopped = true;
+                return;
+            }
+            let end = Time((start.0 / window.0 + 1) * window.0);
+            let limit = Time(end.0 - 1);
+            while let Some((now, ev, part)) = self.q.pop_until(limit) {
+                self.part = part;
+                self.q.set_source(part);
+                self.prefetch_ahead();
+                self.clock = now;
+                let counted = self.events;
+                self.events += 1;
+                self.step(now, ev);
+                if r > 0 && part == self.global {
+                    // Every replica runs the run's own events; the first counts them.
+                    self.events = counted;
+                }
+                if self.stopped {
+                    break;
+                }
+            }
+            self.hand_over(limit);
+            last_end = Some(end);
+            if self.events - reported > 0xffff {
+                reported = self.events;
+                progress(self.clock);
+            }
+        }
+    }
+
+    /// Takes what this replica's partitions scheduled for other replicas' out of its lists and
+    /// stores: parcels by the replica that takes them.
+    fn ship(&mut self, ex: &Exchange) -> Vec<Vec<Parcel>> {
+        let mut parcels: Vec<Vec<Parcel>> = (0..ex.posts[0].len()).map(|_| Vec::new()).collect();
+        let w = self.windows.as_deref_mut().expect("a replica runs by windows");
+        for across in w.outbox.drain(..) {
+            let pkt = match across.ev {
+                Event::Arrive(_, place) => {
+                    let mut pkt = self.flying.take(place);
+                    let hops = pkt.hops.take().map(|i| {
+                        let stack = *self.hops.get(i);
+                        self.hops.free(i);
+                        stack
+                    });
+                    Some((pkt, hops))
+                }
+                _ => None,
+            };
+            parcels[ex.owner[across.part as usize]].push(Parcel { across, pkt });
+        }
+        parcels
+    }
+
+    /// Puts what other replicas shipped on its partitions' lists, an arrival's packet (and its
+    /// hop records) into this replica's stores.
+    fn land(&mut self, parcels: Vec<Parcel>) {
+        for Parcel { across: a, pkt } in parcels {
+            let ev = match (a.ev, pkt) {
+                (Event::Arrive(port, _), Some((mut pkt, hops))) => {
+                    pkt.hops = hops.map(|stack| self.hops.put(stack));
+                    Event::Arrive(port, self.flying.put(&pkt))
+                }
+                (ev, _) => ev,
+            };
+            self.q.push_keyed(a.at, a.tie, ev, a.part as usize);
+        }
+    }
+
+    /// Takes each element's state from the replica that ran it (replica 0 is this world), and
+    /// merges the logs in the order one thread writes them.
+    fn gather(&mut self, mut others: Vec<World>, owner: &[usize]) {
+        let of_node = |w: &World, n: u32| owner[w.parts.of_node[n as usize] as usize];
+        for i in 0..self.net.ports.len() {
+            if let r @ 1.. = of_node(self, self.net.ports[i].node) {
+                std::mem::swap(&mut self.net.ports[i], &mut others[r - 1].net.ports[i]);
+            }
+        }
+        for i in 0..self.net.switches.len() {
+            if let r @ 1.. = of_node(self, self.net.switches[i].node) {
+                std::mem::swap(&mut self.net.switches[i], &mut others[r - 1].net.switches[i]);
+            }
+        }
+        for h in 0..self.hosts.nics.len() {
+            if let r @ 1.. = owner[self.host_part[h] as usize] {
+                let (mine, theirs) = (&mut self.hosts, &mut others[r - 1].hosts);
+                std::mem::swap(&mut mine.nics[h], &mut theirs.nics[h]);
+                if !mine.cpus.is_empty() {
+                    std::mem::swap(&mut mine.cpus[h], &mut theirs.cpus[h]);
+                }
+                if !mine.offloads.is_empty() {
+                    std::mem::swap(&mut mine.offloads[h], &mut theirs.offloads[h]);
+                }
+            }
+        }
+        for f in 0..self.flows.len() {
+            let (src, dst) = (self.flows[f].src as usize, self.flows[f].dst as usize);
+            let (rs, rd) = (owner[self.host_part[src] as usize], owner[self.host_part[dst] as usize]);
+            if rs > 0 {
+                std::mem::swap(&mut self.flows[f], &mut others[rs - 1].flows[f]);
+            }
+            if rd != rs {
+                // With the client's replica past the first, this world's own record went there.
+                let from = if rd == 0 { rs } else { rd };
+                self.flows[f].take_server_side(&mut others[from - 1].flows[f]);
+            }
+        }
+        for (p, &r) in owner.iter().enumerate().filter(|&(_, &r)| r > 0) {
+            self.counters[p] = others[r - 1].counters[p].clone();
+        }
+        let queue_place: HashMap<u32, usize> = self.queue_ports.iter().enumerate().rev().map(|(i, &p)| (p, i)).collect();
+        let cwnd_place: HashMap<u32, usize> = self.cwnd_flows.iter().enumerate().rev().map(|(i, &f)| (f, i)).collect();
+        let telemetry = others.iter_mut().map(|w| std::mem::replace(&mut w.hosts.telemetry, crate::host::telemetry::TelemetryLog::new(Time::ZERO, None)));
+        self.hosts.telemetry.merge(telemetry.collect::<Vec<_>>());
+        if let Some(capture) = self.capture.as_deref_mut() {
+            capture.merge(others.iter_mut().filter_map(|w| w.capture.take()).map(|c| *c));
+        }
+        for w in others {
+            self.events += w.events;
+            self.clock = self.clock.max(w.clock);
+            self.queue_samples.extend(w.queue_samples);
+            self.cwnd_samples.extend(w.cwnd_samples);
+        }
+        self.queue_samples.sort_by_key(|s| (s.t, queue_place[&s.port]));
+        self.cwnd_samples.sort_by_key(|s| (s.t, cwnd_place[&s.flow]));
+        self.own = vec![true; self.parts.count];
+        self.replica = None;
+        self.windows = None;
+    }
+}
+
+/// A world moves to the thread that runs it.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<World>();
+};
+
