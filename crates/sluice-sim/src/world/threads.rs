@@ -1,16 +1,16 @@
 //! One run on several threads. Each thread runs a replica of the world that acts only for its
 //! share of the partitions, window by window (each as long as the lookahead), its partitions'
-//! events on one list in the canonical order. At each window's end the replicas meet: each takes what the others scheduled for its
-//! partitions (an arrival over a cut link brings its packet and hop records by value, as a
-//! message between machines would), and all agree on the next window and on whether the run is
-//! done. Nothing a replica does within a window depends on another's progress, so the run is the
-//! one a single thread makes; afterwards each element's state is taken from the replica that ran
-//! it, into one world for the outputs (`tests/threads.rs` checks every output byte for byte).
+//! events on one list in the canonical order. At each window's end the replicas meet: each takes
+//! what the others scheduled for its partitions (an arrival over a cut link brings its packet and
+//! hop records by value, as a message between machines would), and all agree on the next window
+//! and on whether the run is done. Nothing a replica does within a window depends on another's
+//! progress, so the run is the one a single thread makes; afterwards each element's state is taken
+//! from the replica that ran it, into one world for the outputs (`tests/schedules.rs` checks every
+//! output byte for byte).
 
 use super::{Windows, World};
+use crate::context::{Across, Event};
 use crate::event::EventQueue;
-use crate::context::Across;
-use crate::context::Event;
 use crate::invariants;
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::Packet;
