@@ -63,6 +63,10 @@ enum Command {
         /// The directory `sluice run --out` wrote.
         dir: PathBuf,
     },
+    /// The host's platform service: runs a policy of classes (algorithm, priority, matches),
+    /// reloads it on SIGHUP or change; `status`, `check FILE`.
+    #[cfg(feature = "host")]
+    Agent(sluice_host::cli::AgentArgs),
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
     #[cfg(feature = "host")]
     Host {
@@ -80,6 +84,13 @@ enum Command {
     Proxy {
         #[command(subcommand)]
         cmd: sluice_host::cli::ProxyCmd,
+    },
+    /// The host's platform service (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Agent {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
     },
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host (needs the `host` feature).
     #[cfg(not(feature = "host"))]
@@ -106,7 +117,7 @@ enum Command {
 
 /// Why `sluice host` and `sluice testbed` are missing from a default build, and how to get them.
 #[cfg(not(feature = "host"))]
-const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice host`, \
+const HOST_FEATURE_MISSING: &str = "this sluice was built without the Linux half; `sluice agent`, `sluice host`, \
 `sluice testbed` and `sluice proxy` need the cargo feature `host`: install the Debian packages clang llvm bpftool \
 libelf-dev zlib1g-dev pkg-config, then `cargo build --release -p sluice-cli --features host`";
 
@@ -139,13 +150,15 @@ fn main() -> ExitCode {
         }
         Command::Report { dir } => report::run(&dir),
         #[cfg(feature = "host")]
+        Command::Agent(args) => sluice_host::cli::run_agent(args),
+        #[cfg(feature = "host")]
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
         #[cfg(feature = "host")]
         Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
         #[cfg(feature = "host")]
         Command::Proxy { cmd } => sluice_host::cli::run_proxy(cmd),
         #[cfg(not(feature = "host"))]
-        Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
+        Command::Agent { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

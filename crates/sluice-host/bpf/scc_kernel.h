@@ -38,6 +38,25 @@ struct {
 	__type(value, struct int_sk);
 } int_sk_store SEC(".maps");
 
+/* Set by the loader: this algorithm's id in the class table's parameters (0: none). */
+const volatile __u32 scc_alg_id = 0;
+
+/* The agent's class maps, reused by file descriptor at load time: which class a socket is in
+ * (cc_select.bpf.c writes it) and each class's parameters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__type(key, int);
+	__type(value, struct sluice_class_sk);
+} class_sk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_CLASS_IDS);
+	__type(key, __u32);
+	__type(value, struct scc_class_params);
+} class_params SEC(".maps");
+
 /* Connections numbered as they start, for the trace. */
 __u64 scc_flows = 0;
 
@@ -52,7 +71,26 @@ struct scc_glue {
 	__u32 prior_rcv_nxt;/* receiver side of the exact CE echo */
 	__u8 ce_state;
 	__u8 ece;           /* the ACK being processed carried ECE (from in_ack_event) */
+	__u8 class_id;      /* the socket's class in the agent's table (0: none) */
 };
+
+/* The socket's class id, as the CC policy program recorded it. */
+static __always_inline __u8 scc_class_of(struct sock *sk)
+{
+	struct sluice_class_sk *cs = bpf_sk_storage_get(&class_sk, sk, 0, 0);
+
+	return cs && cs->id < SLUICE_CLASS_IDS ? cs->id : 0;
+}
+
+/* Overwrites `p` (the compiled defaults) with the parameters of class `class_id`, when the class
+ * names this algorithm. */
+#define SCC_CLASS_PARAMS(class_id, p)                                                              \
+	do {                                                                                       \
+		__u32 k_ = (class_id);                                                             \
+		const struct scc_class_params *cp_ = k_ ? bpf_map_lookup_elem(&class_params, &k_) : 0; \
+		if (cp_ && scc_alg_id && cp_->alg == scc_alg_id)                                   \
+			__builtin_memcpy(&(p), cp_->params, sizeof(p));                            \
+	} while (0)
 
 static __always_inline void scc_trace_step(struct scc_glue *g, __u32 kind, __u32 event, const struct scc_signals *sig,
 					   const struct scc_window *in, const struct scc_window *out)
@@ -161,6 +199,8 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 	};                                                                                             \
 	_Static_assert(sizeof(struct alg##_ca) <= sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv), \
 		       #alg ": state and glue exceed icsk_ca_priv");                                \
+	_Static_assert(sizeof(struct alg##_params) <= sizeof(((struct scc_class_params *)0)->params), \
+		       #alg ": parameters exceed the class table's room");                        \
                                                                                                        \
 	static __always_inline void alg##_event(struct sock *sk, __u32 ev)                            \
 	{                                                                                              \
@@ -168,6 +208,7 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 		struct alg##_params p = alg##_params;                                                \
 		struct scc_window in = scc_window_in(sk, &ca->g), w = in;                              \
                                                                                                        \
+		SCC_CLASS_PARAMS(ca->g.class_id, p);                                                   \
 		alg##_on_event(&ca->s, &p, ev, &w);                                                   \
 		scc_window_out(sk, &ca->g, &w);                                                        \
 		scc_trace_step(&ca->g, SCC_REC_EVENT, ev, 0, &in, &w);                                 \
@@ -192,6 +233,8 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 		ca->g.ssthresh = SCC_INFINITE;                                                         \
 		ca->g.delivered_ce = tp->delivered_ce;                                                 \
 		ca->g.prior_rcv_nxt = tp->rcv_nxt;                                                     \
+		ca->g.class_id = scc_class_of(sk);                                                     \
+		SCC_CLASS_PARAMS(ca->g.class_id, p);                                                   \
 		alg##_init(&ca->s, &p);                                                               \
 		scc_trace_step(&ca->g, SCC_REC_INIT, 0, 0, &w, &w);                                    \
 	}                                                                                              \
@@ -214,6 +257,7 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 		struct scc_window in = scc_window_in(sk, &ca->g), w = in;                              \
                                                                                                        \
 		scc_signals_of(sk, &ca->g, rs, in.mss, (alg_flags), &sig);                                          \
+		SCC_CLASS_PARAMS(ca->g.class_id, p);                                                   \
 		alg##_on_ack(&ca->s, &p, &sig, &w);                                                   \
 		scc_window_out(sk, &ca->g, &w);                                                        \
 		scc_trace_step(&ca->g, SCC_REC_ACK, 0, &sig, &in, &w);                                 \

@@ -191,6 +191,61 @@ enum cc_select_counter {
 	CC_NCOUNTERS = 2,
 };
 
+/* ---- The agent's class table (cc_select.bpf.c; written by `sluice agent`) ---- */
+
+#define SLUICE_CLASSES 32      /* classes one policy may define */
+#define SLUICE_CLASS_PORTS 8   /* port ranges one class matches */
+#define SLUICE_CLASS_CGROUPS 4 /* cgroups one class matches */
+#define SLUICE_CLASS_IDS 256   /* class ids: the agent keeps a class's id while its name lives */
+
+/*
+ * The table holds two halves of SLUICE_CLASSES slots: the agent writes the half not in use, then
+ * raises the generation, whose low bit names the half in force, so a connection sees one whole
+ * policy or the next, never a mix.
+ *
+ * One class, in the order the agent evaluates them: classes matching ports and cgroups, then
+ * ports alone, then cgroups alone, then `default` (which matches everything). The first class
+ * whose every given criterion holds takes the connection.
+ */
+struct sluice_class {
+	char cc[16];                              /* the algorithm's kernel name */
+	__u32 in_use;                             /* 0: an empty slot; evaluation stops there */
+	__u32 id;                                 /* 1 to SLUICE_CLASS_IDS - 1, stable across reloads */
+	__u32 priority;                           /* the sockets' SO_PRIORITY */
+	__u32 nports;                             /* port ranges given (0: any port) */
+	__u32 ncgroups;                           /* cgroups given (0: any cgroup) */
+	__u16 port_first[SLUICE_CLASS_PORTS];     /* service port ranges, inclusive */
+	__u16 port_last[SLUICE_CLASS_PORTS];
+	__u32 pad;
+	__u64 cgroup[SLUICE_CLASS_CGROUPS];       /* cgroup v2 ids of the processes that open */
+};
+
+/* What a socket keeps of its class (cloned from a listener to its children). */
+struct sluice_class_sk {
+	__u32 id;         /* the class's id (0: no class) */
+	__u32 generation; /* the policy generation that chose it */
+};
+
+/*
+ * A class's parameters for the portable algorithms (scc_kernel.h), by class id: the C
+ * `struct <alg>_params` of the class's algorithm, read at every ACK, so a change reaches open
+ * connections at their next ACK. `alg` is the algorithm's id (1 newreno, 2 dctcp, 3 ecn_int,
+ * 4 retcp); a socket running another algorithm (its class's fallback, say) keeps its defaults.
+ */
+struct scc_class_params {
+	__u32 alg;
+	__u32 pad;
+	__u8 params[56];
+};
+
+/* Per class id: counters at id * CLASS_NCOUNTERS + counter. */
+enum class_counter {
+	CLASS_OPENED = 0, /* connections the class took (active and passive) */
+	CLASS_CLOSED = 1, /* of those, closed since */
+	CLASS_CC_FAILED = 2, /* the kernel refused the class's algorithm */
+	CLASS_NCOUNTERS = 3,
+};
+
 /* ---- Software INT switch (int_switch.bpf.c) ---- */
 
 /* How one egress port stamps, keyed by ifindex. */

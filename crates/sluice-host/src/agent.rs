@@ -142,7 +142,15 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
     let mut obj2 = MaybeUninit::uninit();
     let open = CcSelectSkelBuilder::default().open(&mut obj2).context("opening the CC policy BPF object")?;
     let sel = open.load().context("loading the CC policy program")?;
-    for (map, name) in [(&sel.maps.cc_policy, "cc_policy"), (&sel.maps.cc_counters, "cc_counters")] {
+    for (map, name) in [
+        (&sel.maps.cc_policy, "cc_policy"),
+        (&sel.maps.cc_counters, "cc_counters"),
+        (&sel.maps.sluice_classes, "sluice_classes"),
+        (&sel.maps.class_generation, "class_generation"),
+        (&sel.maps.class_counters, "class_counters"),
+        (&sel.maps.class_sk, "class_sk"),
+        (&sel.maps.class_params, "class_params"),
+    ] {
         let mut h = MapHandle::try_from(map)?;
         h.pin(pin(name)).with_context(|| format!("pinning map {name}"))?;
     }
@@ -150,8 +158,9 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
     link.pin(pin("cc_select_link"))?;
 
     if opts.register_cc {
+        let shared = cc::SharedMaps::pinned()?;
         for name in cc::ALGORITHMS {
-            match cc::register(name, &skel.maps.int_sk_store) {
+            match cc::register(name, &shared) {
                 Ok(()) => st.ccs.push(name.to_string()),
                 Err(e) => eprintln!("warning: {name} not registered: {e:#}"),
             }
@@ -246,6 +255,7 @@ pub fn unload() -> Result<Vec<String>> {
         }
         fs::remove_file(state_file())?;
     }
+    crate::classes::forget()?;
     sys::release_bpffs()?;
     Ok(done)
 }
@@ -330,6 +340,7 @@ pub fn status_text() -> Result<String> {
     for (kind, value, name) in policy_list()? {
         writeln!(s, "  policy {kind} {value} -> {name}")?;
     }
+    s.push_str(&crate::classes::status_text()?);
     Ok(s)
 }
 

@@ -9,17 +9,18 @@ use crate::sys::pin_root;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::query::MapInfoIter;
-use libbpf_rs::{Link, MapCore, MapHandle, MapType, RingBufferBuilder};
+use libbpf_rs::{Link, MapHandle, MapType, RingBufferBuilder};
 use sluice_sim::cc::portable::Record;
 use std::cell::RefCell;
 use std::fs;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
-/// The algorithms, by kernel name.
-pub const ALGORITHMS: &[&str] = &["newreno", "dctcp", "ecn_int", "retcp"];
+/// The algorithms, by kernel name; their order gives their ids in the class table's parameters.
+pub const ALGORITHMS: &[&str] = &sluice_sim::cc::portable::PORTABLE;
 
 fn pin(name: &str) -> PathBuf {
     pin_root().join("cc").join(name)
@@ -32,15 +33,40 @@ pub fn available() -> Result<Vec<String>> {
     Ok(s.split_whitespace().map(String::from).collect())
 }
 
-/// Loads one algorithm (recording its steps when `record`), shares the agent's TCP-INT socket
-/// storage with it, and registers it; returns the registration and, when recording, its ring buffer.
-fn attach(name: &str, int_sk_store: &dyn MapCore, record: bool) -> Result<(Link, Option<MapHandle>)> {
+/// The agent's maps every algorithm shares: the TCP-INT socket storage (ECN+INT reads the echo),
+/// each socket's class, and each class's parameters.
+pub struct SharedMaps {
+    int_sk_store: MapHandle,
+    class_sk: MapHandle,
+    class_params: MapHandle,
+}
+
+impl SharedMaps {
+    /// The maps the loaded agent pinned.
+    pub fn pinned() -> Result<SharedMaps> {
+        let open = |name: &str| {
+            MapHandle::from_pinned_path(crate::agent::pin(name))
+                .with_context(|| format!("the host agent's map {name} (is the agent loaded?)"))
+        };
+        Ok(SharedMaps { int_sk_store: open("int_sk_store")?, class_sk: open("class_sk")?, class_params: open("class_params")? })
+    }
+}
+
+/// Loads one algorithm (recording its steps when `record`), shares the agent's maps with it, and
+/// registers it; returns the registration and, when recording, its ring buffer.
+fn attach(name: &str, shared: &SharedMaps, record: bool) -> Result<(Link, Option<MapHandle>)> {
+    // Its id in the class table's parameters, as `classes` writes them.
+    let alg_id = ALGORITHMS.iter().position(|a| *a == name).map_or(0, |i| i as u32 + 1);
     macro_rules! load {
         ($builder:ident, $map:ident) => {{
             let mut obj = MaybeUninit::uninit();
             let mut open = $builder::default().open(&mut obj)?;
-            open.maps.rodata_data.as_deref_mut().context("the program's read-only data")?.scc_record = record as u32;
-            open.maps.int_sk_store.reuse_fd(int_sk_store.as_fd()).context("sharing the agent's socket storage")?;
+            let rodata = open.maps.rodata_data.as_deref_mut().context("the program's read-only data")?;
+            rodata.scc_record = record as u32;
+            rodata.scc_alg_id = alg_id;
+            open.maps.int_sk_store.reuse_fd(shared.int_sk_store.as_fd()).context("sharing the agent's socket storage")?;
+            open.maps.class_sk.reuse_fd(shared.class_sk.as_fd()).context("sharing the agent's class storage")?;
+            open.maps.class_params.reuse_fd(shared.class_params.as_fd()).context("sharing the agent's class parameters")?;
             let mut skel = open.load().with_context(|| format!("loading {name} (verifier)"))?;
             let trace = if record { Some(MapHandle::try_from(&skel.maps.scc_trace)?) } else { None };
             (skel.maps.$map.attach_struct_ops().with_context(|| format!("registering {name}"))?, trace)
@@ -55,12 +81,11 @@ fn attach(name: &str, int_sk_store: &dyn MapCore, record: bool) -> Result<(Link,
     })
 }
 
-/// Registers one algorithm and pins its link so it stays registered; `int_sk_store` is the
-/// agent's per-socket TCP-INT state, which ECN+INT reads.
-pub fn register(name: &str, int_sk_store: &dyn MapCore) -> Result<()> {
+/// Registers one algorithm with the agent's maps and pins its link so it stays registered.
+pub fn register(name: &str, shared: &SharedMaps) -> Result<()> {
     wait_for_name(name)?;
     fs::create_dir_all(pin_root().join("cc"))?;
-    let (mut link, _) = attach(name, int_sk_store, false)?;
+    let (mut link, _) = attach(name, shared, false)?;
     link.pin(pin(name)).with_context(|| format!("pinning {name}"))?;
     Ok(())
 }
@@ -74,9 +99,9 @@ pub struct Recording {
 impl Recording {
     /// Registers `name` (not pinned: it goes when this is dropped and its sockets close) with
     /// recording on. Nothing else may be registered under that name.
-    pub fn start(name: &str, int_sk_store: &dyn MapCore) -> Result<Recording> {
+    pub fn start(name: &str, shared: &SharedMaps) -> Result<Recording> {
         wait_for_name(name)?;
-        let (link, trace) = attach(name, int_sk_store, true)?;
+        let (link, trace) = attach(name, shared, true)?;
         Ok(Recording { _link: link, trace: trace.context("the recording's ring buffer")? })
     }
 

@@ -120,6 +120,56 @@ pub enum HostCmd {
     },
 }
 
+/// `sluice agent ...`: the host's platform service.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AgentArgs {
+    #[command(subcommand)]
+    cmd: Option<AgentCmd>,
+    /// The policy to run: `[classes]` (and `version`) in a scenario's schema (docs/platform.md).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The cgroup whose connections the agent sees, when it loads the programs itself (the
+    /// whole host: /sys/fs/cgroup/unified).
+    #[arg(long, default_value = agent::DEFAULT_CGROUP)]
+    cgroup: PathBuf,
+    /// How often the policy file is looked at for changes, in milliseconds.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    poll_ms: u64,
+}
+
+/// `sluice agent status|check`.
+#[derive(Subcommand, Debug)]
+pub enum AgentCmd {
+    /// The policy in force: version, generation, classes with their connections, refusals.
+    Status,
+    /// Check a policy file as the agent would, without applying it.
+    Check {
+        /// The policy file.
+        policy: PathBuf,
+    },
+}
+
+/// Runs `sluice agent ...`.
+pub fn run_agent(args: AgentArgs) -> Result<()> {
+    match (args.cmd, args.policy) {
+        (Some(AgentCmd::Status), _) => print!("{}", agent::status_text()?),
+        (Some(AgentCmd::Check { policy }), _) => {
+            let p = crate::service::check(&policy).map_err(anyhow::Error::msg)?;
+            let names: Vec<String> = p.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
+            println!("policy {}: {}", policy.display(), if names.is_empty() { "no classes".into() } else { names.join(", ") });
+        }
+        (None, Some(policy)) => {
+            let opts = crate::service::AgentOptions { policy, cgroup: args.cgroup, poll: Duration::from_millis(args.poll_ms) };
+            if crate::service::run(&opts, None)? == crate::service::Stopped::Refused {
+                bail!("the agent did not start");
+            }
+        }
+        (None, None) => bail!("sluice agent: expected --policy FILE (the policy to run), or `sluice agent status` or `sluice agent check FILE`"),
+    }
+    Ok(())
+}
+
 /// `sluice host policy ...`.
 #[derive(Subcommand, Debug)]
 pub enum PolicyCmd {

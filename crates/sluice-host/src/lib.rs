@@ -3,10 +3,12 @@
 
 pub mod agent;
 pub mod cc;
+pub mod classes;
 pub mod circuit;
 pub mod codec;
 pub mod delay;
 pub mod proxy;
+pub mod service;
 pub mod replay;
 pub mod skel;
 pub mod switch;

@@ -1024,17 +1024,47 @@ impl AgentGuard {
     }
 }
 
+/// How a recorded run's connections get their algorithm.
+enum Selection<'a> {
+    /// An entry of `sluice host policy set --port`: the algorithm's defaults.
+    Map,
+    /// A class of the agent's policy on the port with these `params`, changed to `then` (the
+    /// parameters of a second policy version) halfway through the run.
+    Class { params: &'a str, then: Option<&'a str> },
+}
+
+/// Puts in force a policy of one class running `name` with `params` on `port`.
+fn apply_class(name: &str, port: u16, params: &str, version: u32) {
+    let text = format!("version = {version}\n[classes.recorded]\ncc = \"{name}\"\nmatch = {{ dst_ports = [{port}] }}\n[classes.recorded.params]\n{params}\n");
+    let policy = sluice_sim::scenario::host_policy::parse(&text, "test policy").expect("a valid policy");
+    sluice_host::classes::apply(&policy, "test policy").unwrap().expect("the policy applied");
+}
+
 /// Runs two bulk flows of `name` (recorded) through a port with a 24-packet queue that marks CE
 /// above `ce_threshold` bytes, so the trace has marks, drops and fast recovery; returns every
 /// recorded step.
 fn record_kernel_trace(name: &'static str, prefix: &str, port: u16, ce_threshold: u64) -> Vec<sluice_sim::cc::portable::Record> {
+    record_kernel_trace_by(name, prefix, port, ce_threshold, Selection::Map)
+}
+
+/// [`record_kernel_trace`], the algorithm chosen by `selection`.
+fn record_kernel_trace_by(name: &'static str, prefix: &str, port: u16, ce_threshold: u64, selection: Selection) -> Vec<sluice_sim::cc::portable::Record> {
     let _ = testbed::down(prefix);
     let opts = TestbedOptions { prefix: prefix.into(), mtu: 1500, queue_packets: 24, ce_threshold, ..TestbedOptions::default() };
     let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
     let _agent = AgentGuard::load_bare(&format!("sluice-test-diff-{name}"));
-    let store = libbpf_rs::MapHandle::from_pinned_path(agent::pin("int_sk_store")).expect("the agent's socket storage");
-    let rec = sluice_host::cc::Recording::start(name, &store).expect("registering the recording algorithm");
-    agent::policy_set(&PolicyKey::Port(port), name).unwrap();
+    let shared = sluice_host::cc::SharedMaps::pinned().expect("the agent's maps");
+    let rec = sluice_host::cc::Recording::start(name, &shared).expect("registering the recording algorithm");
+    let then = match selection {
+        Selection::Map => {
+            agent::policy_set(&PolicyKey::Port(port), name).unwrap();
+            None
+        }
+        Selection::Class { params, then } => {
+            apply_class(name, port, params, 1);
+            then
+        }
+    };
     for h in [0, 1] {
         // Classic ECN for NewReno; the others ask for ECN themselves.
         sys::run("ip", &["netns", "exec", &tb.ns(h), "sysctl", "-qw", "net.ipv4.tcp_ecn=1"]).unwrap();
@@ -1050,9 +1080,16 @@ fn record_kernel_trace(name: &'static str, prefix: &str, port: u16, ce_threshold
     let b = source(&tb.ns(1), tb.addr(2), port, 6.0);
     // Drain as it runs so the ring buffer never fills.
     let mut trace = vec![];
+    let start = Instant::now();
+    let mut then = then;
     while !(a.is_finished() && b.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         trace.extend(rec.drain().unwrap());
+        if start.elapsed() > Duration::from_secs(3) {
+            if let Some(params) = then.take() {
+                apply_class(name, port, params, 2);
+            }
+        }
     }
     let ((_, cca), (_, ccb)) = (a.join().unwrap(), b.join().unwrap());
     s.join().unwrap();
@@ -1094,6 +1131,59 @@ fn kernel_traces_replay_identically_in_the_simulator_build() {
         assert!(st.marked > 0 && st.losses > 0 && st.in_recovery > 0, "{name}: the trace lacks marks, losses or recovery: {st:?}");
         let m = mutant.expect_err("the mutant simulator build matched the kernel");
         println!("{name}: the mutant build diverges at {m}");
+    }
+}
+
+/// A class's parameters reach the kernel's algorithm: DCTCP run by real kernel TCP with the
+/// agent's class `g = 0.25, alpha_init = 0.5` replays exactly in the simulator build given the
+/// same class table, and diverges from the simulator build with the defaults (what a kernel that
+/// ignored the class's parameters would have run).
+#[test]
+fn class_parameters_reach_the_kernel_and_replay_identically_in_the_simulator() {
+    use sluice_sim::cc::portable::{replay, replay_with, Build};
+    let _g = prerequisites();
+    let params = "g = 0.25\nalpha_init = 0.5";
+    let trace = record_kernel_trace_by("dctcp", "sltp", 6101, 20_000, Selection::Class { params, then: None });
+    let table: toml::Table = toml::from_str(params).unwrap();
+    let st = replay_with("dctcp", &table, Build::Standard, &trace).unwrap().unwrap_or_else(|m| panic!("with the class's parameters: {m}"));
+    println!("dctcp g = 0.25: {} records, {st:?}", trace.len());
+    assert!(st.acks >= 10_000 && st.marked > 0, "the trace lacks ACKs or marks: {st:?}");
+    let m = replay("dctcp", Build::Standard, &trace).unwrap().expect_err("the defaults matched a trace run with g = 0.25");
+    println!("with the defaults the simulator build diverges at {m}");
+}
+
+/// Parameters that change after setup (the draft's 7.2): DCTCP's g goes from 1/16 to 1 halfway
+/// through two recorded transfers. Each flow's trace is explained by the first value up to one
+/// record and the second from there, with at least 1,000 ACKs on each side, and by neither value
+/// alone: the open connections took the new value without a reset.
+#[test]
+fn a_parameter_changed_mid_flow_reaches_open_connections() {
+    use sluice_sim::cc::portable::{replay_changing, replay_with, Build, Record, REC_ACK};
+    let _g = prerequisites();
+    let (before, after) = ("g = 0.0625", "g = 1.0");
+    let trace = record_kernel_trace_by("dctcp", "sltm", 6102, 20_000, Selection::Class { params: before, then: Some(after) });
+    let (b, a): (toml::Table, toml::Table) = (toml::from_str(before).unwrap(), toml::from_str(after).unwrap());
+    // The trace numbers every setup of the algorithm (both ends, before and after the handshake)
+    // as a flow: the two senders are the flows with data acknowledged (a receiver's only ACK
+    // with data is its handshake's).
+    let mut acked: std::collections::BTreeMap<u64, usize> = Default::default();
+    for r in trace.iter().filter(|r| r.kind == REC_ACK && r.sig.acked > 0) {
+        *acked.entry(r.flow).or_default() += 1;
+    }
+    let flows: Vec<u64> = acked.into_iter().filter(|(_, n)| *n > 1).map(|(f, _)| f).collect();
+    assert_eq!(flows.len(), 2, "two recorded senders");
+    for f in flows {
+        let own: Vec<Record> = trace.iter().filter(|r| r.flow == f).copied().collect();
+        let first = replay_with("dctcp", &b, Build::Standard, &own).unwrap().expect_err("g = 1/16 alone explained the flow");
+        replay_with("dctcp", &a, Build::Standard, &own).unwrap().expect_err("g = 1 alone explained the flow");
+        // The change took effect at or before the first record g = 1/16 cannot explain.
+        let at = (0..=first.index)
+            .rev()
+            .find(|&k| replay_changing("dctcp", &b, &a, k, Build::Standard, &own).unwrap().is_ok())
+            .unwrap_or_else(|| panic!("flow {f}: no single change of g explains the trace (first mismatch {first})"));
+        let acks = |rs: &[Record]| rs.iter().filter(|r| r.kind == REC_ACK).count();
+        println!("flow {f}: g = 1/16 for {} ACKs, then g = 1 for {}", acks(&own[..at]), acks(&own[at..]));
+        assert!(acks(&own[..at]) >= 1_000 && acks(&own[at..]) >= 1_000, "flow {f}: the change at record {at} of {}", own.len());
     }
 }
 

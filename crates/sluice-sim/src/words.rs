@@ -68,3 +68,58 @@ mod tests {
         assert_eq!(did_you_mean("zzz", ["enabled"]), "");
     }
 }
+
+/// Turns serde's type vocabulary (`u32`, `struct SimConfig`, `sequence`) into words, and adds
+/// the near miss an unknown key or value most likely meant.
+pub fn in_words(msg: &str) -> String {
+    if let Some(rest) = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unknown variant `")) {
+        // "unknown field `bufer`, expected one of `buffer`, `alpha`": the names are quoted.
+        let (word, expected) = rest.split_once('`').unwrap_or_default();
+        let names = expected.split('`').skip(1).step_by(2);
+        return format!("{msg}{}", did_you_mean(word, names));
+    }
+    let Some(rest) = msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: ")) else {
+        return msg.to_string();
+    };
+    let Some((got, expected)) = rest.rsplit_once(", expected ") else {
+        return msg.to_string();
+    };
+    let expected = match expected.trim() {
+        "u8" => "a whole number from 0 to 255".to_string(),
+        "u16" => "a whole number from 0 to 65535".to_string(),
+        "u32" => "a whole number from 0 to 4294967295".to_string(),
+        "u64" | "usize" => "a whole number of 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "a list like [1, 2]".to_string(),
+        "a map" => "a table".to_string(),
+        e if e.starts_with("struct ") => "a table of named keys".to_string(),
+        e => e.to_string(),
+    };
+    let got = got.trim();
+    let got = if let Some(v) = got.strip_prefix("integer ").or_else(|| got.strip_prefix("floating point ")) {
+        format!("the number {}", v.trim_matches('`'))
+    } else if let Some(v) = got.strip_prefix("boolean ") {
+        format!("the boolean {}", v.trim_matches('`'))
+    } else if let Some(v) = got.strip_prefix("string ") {
+        format!("the text {v}")
+    } else if got == "sequence" {
+        "a list".to_string()
+    } else if got == "map" {
+        "a table".to_string()
+    } else {
+        got.to_string()
+    };
+    format!("expected {expected}; got {got}")
+}
+
+/// A TOML value of the wrong kind, described for an error message.
+pub fn value_in_words(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Array(_) => "a list".into(),
+        toml::Value::Table(_) => "a table".into(),
+        toml::Value::Boolean(b) => format!("the boolean {b}"),
+        other => other.to_string(),
+    }
+}

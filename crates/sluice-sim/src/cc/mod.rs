@@ -347,7 +347,7 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(params: &toml::Table)
     let v = toml::Value::Table(params.clone());
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        let msg = crate::scenario::in_words(e.inner().message().trim());
+        let msg = crate::words::in_words(e.inner().message().trim());
         if path == "." || path.is_empty() {
             msg
         } else {

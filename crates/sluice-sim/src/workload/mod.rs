@@ -18,16 +18,85 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
-/// `[classes.<name>.match]`: a flow matches when every rule given holds.
+/// `[classes.<name>.match]`: a flow matches when every rule given holds. The same table selects
+/// connections on real hosts (`docs/platform.md`), where `dst_ports` and `cgroups` apply and
+/// `tags` and `hosts` have no meaning.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatchRules {
     /// Workload tags (`tag = "..."` on a workload).
     pub tags: Option<Vec<String>>,
-    /// Destination (service) ports (`dst_port` on a workload).
-    pub dst_ports: Option<Vec<u16>>,
+    /// Destination (service) ports, single or ranges (`dst_port` on a workload; on a host, the
+    /// remote port of an active open and the local port of a passive one).
+    pub dst_ports: Option<Vec<PortRange>>,
     /// Hosts, either end of the flow.
     pub hosts: Option<Vec<usize>>,
+    /// On real hosts: cgroup v2 directories whose processes' connections belong to the class.
+    pub cgroups: Option<Vec<String>>,
+}
+
+/// A port or an inclusive range of ports: `5201` or `"5200-5299"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    /// First port.
+    pub first: u16,
+    /// Last port, inclusive.
+    pub last: u16,
+}
+
+impl PortRange {
+    /// Whether `port` is in the range.
+    pub fn contains(&self, port: u16) -> bool {
+        (self.first..=self.last).contains(&port)
+    }
+    /// Whether the two ranges share a port.
+    pub fn overlaps(&self, other: &PortRange) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+}
+
+impl std::fmt::Display for PortRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
+impl Serialize for PortRange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.first == self.last {
+            s.serialize_u16(self.first)
+        } else {
+            s.serialize_str(&self.to_string())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PortRange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        const WORDS: &str = "a port from 0 to 65535 or a range like \"5200-5299\"";
+        let port = |s: &str| s.trim().parse::<u16>().ok();
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(i) => u16::try_from(i)
+                .map(|p| PortRange { first: p, last: p })
+                .map_err(|_| D::Error::custom(format!("expected {WORDS}; got {i}"))),
+            toml::Value::String(s) => {
+                let range = match s.split_once('-') {
+                    Some((a, b)) => port(a).zip(port(b)),
+                    None => port(&s).map(|p| (p, p)),
+                };
+                match range {
+                    Some((first, last)) if first <= last => Ok(PortRange { first, last }),
+                    _ => Err(D::Error::custom(format!("expected {WORDS}, its first port not above its last; got \"{s}\""))),
+                }
+            }
+            other => Err(D::Error::custom(format!("expected {WORDS}; got {}", crate::words::value_in_words(&other)))),
+        }
+    }
 }
 
 /// Where flow sizes come from: one fixed size or an empirical distribution.
@@ -116,7 +185,7 @@ impl ClassRules {
         }
         for (class, r) in &self.rules {
             let tag_ok = r.tags.as_ref().is_none_or(|t| tag.is_some_and(|tag| t.iter().any(|x| x == tag)));
-            let port_ok = r.dst_ports.as_ref().is_none_or(|p| dst_port.is_some_and(|d| p.contains(&d)));
+            let port_ok = r.dst_ports.as_ref().is_none_or(|p| dst_port.is_some_and(|d| p.iter().any(|r| r.contains(d))));
             let host_ok = r.hosts.as_ref().is_none_or(|h| h.contains(&src) || h.contains(&dst));
             if tag_ok && port_ok && host_ok {
                 return *class;

@@ -96,7 +96,6 @@ struct Entry<P: 'static> {
     on_ack: unsafe extern "C" fn(*mut State, *const P, *const Signals, *mut CWindow),
     on_event: unsafe extern "C" fn(*mut State, *const P, u32, *mut CWindow),
     vars: unsafe extern "C" fn(*const State, *mut CVar) -> u32,
-    defaults: &'static P,
     flags: &'static u32,
     state_size: &'static u32,
 }
@@ -139,6 +138,8 @@ extern "C" {
     fn newreno_on_ack(s: *mut State, p: *const NewrenoParams, sig: *const Signals, w: *mut CWindow);
     fn newreno_on_event(s: *mut State, p: *const NewrenoParams, ev: u32, w: *mut CWindow);
     fn newreno_vars(s: *const State, v: *mut CVar) -> u32;
+    // The C defaults, which the test of c_params holds the Rust parsers' defaults to.
+    #[cfg(test)]
     static newreno_defaults: NewrenoParams;
     static newreno_flags: u32;
     static newreno_state_size: u32;
@@ -146,6 +147,8 @@ extern "C" {
     fn dctcp_on_ack(s: *mut State, p: *const DctcpParams, sig: *const Signals, w: *mut CWindow);
     fn dctcp_on_event(s: *mut State, p: *const DctcpParams, ev: u32, w: *mut CWindow);
     fn dctcp_vars(s: *const State, v: *mut CVar) -> u32;
+    // The C defaults, which the test of c_params holds the Rust parsers' defaults to.
+    #[cfg(test)]
     static dctcp_defaults: DctcpParams;
     static dctcp_flags: u32;
     static dctcp_state_size: u32;
@@ -153,6 +156,8 @@ extern "C" {
     fn ecn_int_on_ack(s: *mut State, p: *const EcnIntParams, sig: *const Signals, w: *mut CWindow);
     fn ecn_int_on_event(s: *mut State, p: *const EcnIntParams, ev: u32, w: *mut CWindow);
     fn ecn_int_vars(s: *const State, v: *mut CVar) -> u32;
+    // The C defaults, which the test of c_params holds the Rust parsers' defaults to.
+    #[cfg(test)]
     static ecn_int_defaults: EcnIntParams;
     static ecn_int_flags: u32;
     static ecn_int_state_size: u32;
@@ -160,6 +165,8 @@ extern "C" {
     fn retcp_on_ack(s: *mut State, p: *const RetcpParams, sig: *const Signals, w: *mut CWindow);
     fn retcp_on_event(s: *mut State, p: *const RetcpParams, ev: u32, w: *mut CWindow);
     fn retcp_vars(s: *const State, v: *mut CVar) -> u32;
+    // The C defaults, which the test of c_params holds the Rust parsers' defaults to.
+    #[cfg(test)]
     static retcp_defaults: RetcpParams;
     static retcp_flags: u32;
     static retcp_state_size: u32;
@@ -204,14 +211,14 @@ pub enum Build {
 }
 
 macro_rules! entry {
-    ($name:literal, $init:ident, $ack:ident, $ev:ident, $vars:ident, $def:ident, $flags:ident, $size:ident) => {
+    ($name:literal, $init:ident, $ack:ident, $ev:ident, $vars:ident, $flags:ident, $size:ident) => {
         // SAFETY: the statics are immutable C constants defined by build.rs's objects.
-        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, vars: $vars, defaults: unsafe { &$def }, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
+        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, vars: $vars, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
     };
 }
 
 fn newreno(b: Build) -> Entry<NewrenoParams> {
-    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_vars, newreno_defaults, newreno_flags, newreno_state_size);
+    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_vars, newreno_flags, newreno_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_newreno_init, on_ack: mutant_newreno_on_ack, on_event: mutant_newreno_on_event, ..e },
@@ -219,7 +226,7 @@ fn newreno(b: Build) -> Entry<NewrenoParams> {
 }
 
 fn dctcp(b: Build) -> Entry<DctcpParams> {
-    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_vars, dctcp_defaults, dctcp_flags, dctcp_state_size);
+    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_vars, dctcp_flags, dctcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_dctcp_init, on_ack: mutant_dctcp_on_ack, on_event: mutant_dctcp_on_event, ..e },
@@ -227,7 +234,7 @@ fn dctcp(b: Build) -> Entry<DctcpParams> {
 }
 
 fn ecn_int(b: Build) -> Entry<EcnIntParams> {
-    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_vars, ecn_int_defaults, ecn_int_flags, ecn_int_state_size);
+    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_vars, ecn_int_flags, ecn_int_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_ecn_int_init, on_ack: mutant_ecn_int_on_ack, on_event: mutant_ecn_int_on_event, ..e },
@@ -235,7 +242,7 @@ fn ecn_int(b: Build) -> Entry<EcnIntParams> {
 }
 
 fn retcp(b: Build) -> Entry<RetcpParams> {
-    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_vars, retcp_defaults, retcp_flags, retcp_state_size);
+    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_vars, retcp_flags, retcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_retcp_init, on_ack: mutant_retcp_on_ack, on_event: mutant_retcp_on_event, ..e },
@@ -425,7 +432,7 @@ fn fixed(key: &str, v: f64, open_at_zero: bool) -> Result<u32, String> {
 pub(super) const NEWRENO_PARAMS: &[(&str, &str)] =
     &[("ecn", "false  # classic ECN (RFC 3168): an ECE halves the window like a loss, once per window")];
 
-pub(super) fn newreno_factory(params: &toml::Table) -> Result<CcFactory, String> {
+fn newreno_params(params: &toml::Table) -> Result<NewrenoParams, String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct P {
@@ -433,8 +440,13 @@ pub(super) fn newreno_factory(params: &toml::Table) -> Result<CcFactory, String>
         ecn: bool,
     }
     let p: P = parse_params(params)?;
-    let ecn = if p.ecn { EcnMode::Classic } else { EcnMode::Off };
-    Ok(boxed(newreno, NewrenoParams { ecn: p.ecn as u32 }, Some(ecn)))
+    Ok(NewrenoParams { ecn: p.ecn as u32 })
+}
+
+pub(super) fn newreno_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    let p = newreno_params(params)?;
+    let ecn = if p.ecn != 0 { EcnMode::Classic } else { EcnMode::Off };
+    Ok(boxed(newreno, p, Some(ecn)))
 }
 
 pub(super) const DCTCP_PARAMS: &[(&str, &str)] = &[
@@ -461,9 +473,12 @@ impl DctcpToml {
     }
 }
 
+fn dctcp_params(params: &toml::Table) -> Result<DctcpParams, String> {
+    parse_params::<DctcpToml>(params)?.fixed()
+}
+
 pub(super) fn dctcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
-    let p: DctcpToml = parse_params(params)?;
-    Ok(boxed(dctcp, p.fixed()?, None))
+    Ok(boxed(dctcp, dctcp_params(params)?, None))
 }
 
 pub(super) const ECN_INT_PARAMS: &[(&str, &str)] = &[
@@ -473,7 +488,7 @@ pub(super) const ECN_INT_PARAMS: &[(&str, &str)] = &[
     ("qdepth_target", "\"32KB\"  # smoothed queue depth at which alpha_int reaches 1"),
 ];
 
-pub(super) fn ecn_int_factory(params: &toml::Table) -> Result<CcFactory, String> {
+fn ecn_int_params(params: &toml::Table) -> Result<EcnIntParams, String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields, default)]
     struct P {
@@ -493,13 +508,17 @@ pub(super) fn ecn_int_factory(params: &toml::Table) -> Result<CcFactory, String>
     if p.qdepth_target.0 == 0 || p.qdepth_target.0 > u32::MAX as u64 {
         return Err(format!("qdepth_target: expected a positive size below 4GB like \"32KB\", got {} bytes", p.qdepth_target.0));
     }
-    Ok(boxed(ecn_int, EcnIntParams { dctcp, g_int, qdepth_target: p.qdepth_target.0 as u32 }, None))
+    Ok(EcnIntParams { dctcp, g_int, qdepth_target: p.qdepth_target.0 as u32 })
+}
+
+pub(super) fn ecn_int_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    Ok(boxed(ecn_int, ecn_int_params(params)?, None))
 }
 
 pub(super) const RETCP_PARAMS: &[(&str, &str)] =
     &[("alpha", "2  # the window multiplier when the circuit signal (ECE) turns on, divisor when it turns off; an integer >= 1")];
 
-pub(super) fn retcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
+fn retcp_params(params: &toml::Table) -> Result<RetcpParams, String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields, default)]
     struct P {
@@ -514,7 +533,31 @@ pub(super) fn retcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
     if !(1..=1024).contains(&p.alpha) {
         return Err(format!("alpha: expected an integer in [1, 1024], got {}", p.alpha));
     }
-    Ok(boxed(retcp, RetcpParams { alpha: p.alpha as u32 }, None))
+    Ok(RetcpParams { alpha: p.alpha as u32 })
+}
+
+pub(super) fn retcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
+    Ok(boxed(retcp, retcp_params(params)?, None))
+}
+
+/// The portable algorithms, in the order of their ids in the kernel's class table (1, 2, ...).
+pub const PORTABLE: [&str; 4] = ["newreno", "dctcp", "ecn_int", "retcp"];
+
+/// A portable algorithm's parameters as its C `struct <name>_params`, the bytes the kernel build
+/// reads from the agent's class table: parsed and checked as the simulator's registry does, so a
+/// class's `params` mean the same on both sides.
+pub fn c_params(name: &str, params: &toml::Table) -> Result<Vec<u8>, String> {
+    fn bytes<P: Copy>(p: P) -> Vec<u8> {
+        // SAFETY: the parameter structs are repr(C) plain integers without padding.
+        unsafe { std::slice::from_raw_parts((&p as *const P).cast::<u8>(), std::mem::size_of::<P>()) }.to_vec()
+    }
+    match name {
+        "newreno" => newreno_params(params).map(bytes),
+        "dctcp" => dctcp_params(params).map(bytes),
+        "ecn_int" => ecn_int_params(params).map(bytes),
+        "retcp" => retcp_params(params).map(bytes),
+        other => Err(format!("no portable algorithm named {other:?} (expected newreno, dctcp, ecn_int or retcp)")),
+    }
 }
 
 /// What a replay went through.
@@ -563,14 +606,40 @@ impl std::fmt::Display for Mismatch {
 /// kernel ran it) into the simulator build: each flow's state starts at its init record and
 /// evolves only through the replay; every ACK and event must return the recorded cwnd and ssthresh.
 pub fn replay(name: &str, build: Build, trace: &[Record]) -> Result<Result<ReplayStats, Mismatch>, String> {
-    fn run<P: Copy + Send + Sync + 'static>(entry: fn(Build) -> Entry<P>, build: Build, trace: &[Record]) -> Result<Result<ReplayStats, Mismatch>, String> {
+    replay_with(name, &toml::Table::new(), build, trace)
+}
+
+/// [`replay`] of a trace the kernel ran with a class's `params` (as a policy or scenario writes
+/// them).
+pub fn replay_with(name: &str, params: &toml::Table, build: Build, trace: &[Record]) -> Result<Result<ReplayStats, Mismatch>, String> {
+    replay_changing(name, params, params, usize::MAX, build, trace)
+}
+
+/// [`replay`] of a trace whose class's parameters changed while it ran: `before` up to record
+/// `at`, `after` from it on (the draft's parameters changed after setup, 7.2).
+pub fn replay_changing(
+    name: &str,
+    before: &toml::Table,
+    after: &toml::Table,
+    at: usize,
+    build: Build,
+    trace: &[Record],
+) -> Result<Result<ReplayStats, Mismatch>, String> {
+    fn run<P: Copy + Send + Sync + 'static>(
+        entry: fn(Build) -> Entry<P>,
+        (before, after, at): (P, P, usize),
+        build: Build,
+        trace: &[Record],
+    ) -> Result<Result<ReplayStats, Mismatch>, String> {
         let mut flows: HashMap<u64, Portable<P>> = HashMap::new();
         let mut st = ReplayStats::default();
         for (index, r) in trace.iter().enumerate() {
+            if index == at {
+                flows.values_mut().for_each(|cc| cc.params = after);
+            }
+            let params = if index < at { before } else { after };
             if r.kind == REC_INIT {
-                let e = entry(build);
-                let p = *e.defaults;
-                flows.insert(r.flow, Portable::new(e, p, EcnMode::Off));
+                flows.insert(r.flow, Portable::new(entry(build), params, EcnMode::Off));
                 st.flows += 1;
                 continue;
             }
@@ -598,10 +667,10 @@ pub fn replay(name: &str, build: Build, trace: &[Record]) -> Result<Result<Repla
         Ok(Ok(st))
     }
     match name {
-        "newreno" => run(newreno, build, trace),
-        "dctcp" => run(dctcp, build, trace),
-        "ecn_int" => run(ecn_int, build, trace),
-        "retcp" => run(retcp, build, trace),
+        "newreno" => run(newreno, (newreno_params(before)?, newreno_params(after)?, at), build, trace),
+        "dctcp" => run(dctcp, (dctcp_params(before)?, dctcp_params(after)?, at), build, trace),
+        "ecn_int" => run(ecn_int, (ecn_int_params(before)?, ecn_int_params(after)?, at), build, trace),
+        "retcp" => run(retcp, (retcp_params(before)?, retcp_params(after)?, at), build, trace),
         other => Err(format!("no portable algorithm named {other:?} (expected newreno, dctcp, ecn_int or retcp)")),
     }
 }
@@ -627,6 +696,25 @@ mod tests {
 
     fn ack(una: u64, ece: bool) -> AckSignals {
         AckSignals { acked_bytes: MSS, ce_bytes: if ece { MSS } else { 0 }, ece, snd_una: una, snd_nxt: una + 20 * MSS, ..Default::default() }
+    }
+
+    #[test]
+    fn kernel_parameters_are_the_registrys_own() {
+        fn defaults<P: Copy>(p: &P) -> Vec<u8> {
+            // SAFETY: as in c_params: repr(C) integers.
+            unsafe { std::slice::from_raw_parts((p as *const P).cast::<u8>(), std::mem::size_of::<P>()) }.to_vec()
+        }
+        let none = toml::Table::new();
+        // SAFETY: the C files' immutable defaults.
+        let (n, d, e, r) = unsafe { (&newreno_defaults, &dctcp_defaults, &ecn_int_defaults, &retcp_defaults) };
+        assert_eq!(c_params("newreno", &none).unwrap(), defaults(n));
+        assert_eq!(c_params("dctcp", &none).unwrap(), defaults(d));
+        assert_eq!(c_params("ecn_int", &none).unwrap(), defaults(e));
+        assert_eq!(c_params("retcp", &none).unwrap(), defaults(r));
+        let g: Vec<u8> = [16384u32, 32768].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(c_params("dctcp", &toml::from_str("g = 0.25\nalpha_init = 0.5").unwrap()).unwrap(), g);
+        assert_eq!(c_params("retcp", &toml::from_str("alpha = 0").unwrap()).unwrap_err(), "alpha: expected an integer in [1, 1024], got 0");
+        assert!(c_params("cubic", &none).is_err());
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The scenario file: its schema, `--set` overrides, and validation that names the file, line and
 //! key of every problem.
 
-use crate::cc::{self, CcFactory};
 use crate::check::Footprint;
 use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
@@ -11,13 +10,17 @@ use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::transport::build::{ClassRuntime, IntRuntime};
 use crate::world::{Bucketing, Parts, World};
-use crate::transport::rdma::{ClassNic, RdmaConfig, RdmaTlt};
+use crate::transport::rdma::{RdmaConfig, RdmaTlt};
 use crate::transport::tcp::TcpConfig;
 use crate::workload::{FlowSpec, WorkloadConfig, WorkloadContext};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use crate::words::{in_words, value_in_words};
+
+pub mod classes;
+pub mod host_policy;
 
 /// A whole scenario as written in TOML.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -409,16 +412,6 @@ fn seed_from_toml<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Erro
     }
 }
 
-/// A TOML value of the wrong kind, described for an error message.
-fn value_in_words(v: &toml::Value) -> String {
-    match v {
-        toml::Value::Array(_) => "a list".into(),
-        toml::Value::Table(_) => "a table".into(),
-        toml::Value::Boolean(b) => format!("the boolean {b}"),
-        other => other.to_string(),
-    }
-}
-
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig { duration: None, seed: 1, stop_when_done: true, threads: Threads::Auto }
@@ -530,48 +523,7 @@ impl SwitchConfig {
     }
 }
 
-/// A `[classes.<name>]` table: what the administrator chose for this traffic.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassConfig {
-    /// Congestion-control algorithm name (see `sluice list`).
-    pub cc: String,
-    /// The algorithm's parameters.
-    #[serde(default)]
-    pub params: toml::Table,
-    /// A named parameter set whose values stand under `params` ("paper", "hpcc_sim";
-    /// `cc/presets.rs`), with the RDMA NIC behaviour its source pairs with them.
-    pub preset: Option<String>,
-    /// Switch priority queue (0 = highest), also the NIC scheduler's priority.
-    #[serde(default)]
-    pub priority: u8,
-    /// The algorithm a flow falls back to when the peer or path lacks what `cc` needs
-    /// (default "cubic").
-    pub fallback: Option<String>,
-    /// Administrator match rules: flows of no explicit class join the first class that matches.
-    #[serde(rename = "match")]
-    pub matches: Option<MatchRules>,
-    /// The transport the class's flows run on: "tcp" (default) or "rdma" (RoCEv2 queue pairs,
-    /// `[rdma]`).
-    #[serde(default)]
-    pub transport: ClassTransport,
-}
-
-/// The transport of a class's flows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClassTransport {
-    /// TCP connections (`[transport]`).
-    #[default]
-    Tcp,
-    /// RDMA reliable-connected queue pairs (`[rdma]`).
-    Rdma,
-}
-
-pub use crate::workload::MatchRules;
-
-/// The algorithm flows of no other class use when the scenario does not define `default`.
-pub const DEFAULT_CC: &str = "cubic";
+pub use classes::{ClassConfig, ClassTransport, MatchRules, DEFAULT_CC};
 
 /// The `[output]` table: which time series to sample.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -872,51 +824,6 @@ fn known_classes(defined: &[String], set: &[(String, String)]) -> Result<(), Str
     Ok(())
 }
 
-/// Turns serde's type vocabulary (`u32`, `struct SimConfig`, `sequence`) into words, and adds
-/// the near miss an unknown key or value most likely meant.
-pub(crate) fn in_words(msg: &str) -> String {
-    if let Some(rest) = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unknown variant `")) {
-        // "unknown field `bufer`, expected one of `buffer`, `alpha`": the names are quoted.
-        let (word, expected) = rest.split_once('`').unwrap_or_default();
-        let names = expected.split('`').skip(1).step_by(2);
-        return format!("{msg}{}", crate::words::did_you_mean(word, names));
-    }
-    let Some(rest) = msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: ")) else {
-        return msg.to_string();
-    };
-    let Some((got, expected)) = rest.rsplit_once(", expected ") else {
-        return msg.to_string();
-    };
-    let expected = match expected.trim() {
-        "u8" => "a whole number from 0 to 255".to_string(),
-        "u16" => "a whole number from 0 to 65535".to_string(),
-        "u32" => "a whole number from 0 to 4294967295".to_string(),
-        "u64" | "usize" => "a whole number of 0 or more".to_string(),
-        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
-        "f32" | "f64" => "a number".to_string(),
-        "a boolean" => "true or false".to_string(),
-        "a sequence" => "a list like [1, 2]".to_string(),
-        "a map" => "a table".to_string(),
-        e if e.starts_with("struct ") => "a table of named keys".to_string(),
-        e => e.to_string(),
-    };
-    let got = got.trim();
-    let got = if let Some(v) = got.strip_prefix("integer ").or_else(|| got.strip_prefix("floating point ")) {
-        format!("the number {}", v.trim_matches('`'))
-    } else if let Some(v) = got.strip_prefix("boolean ") {
-        format!("the boolean {}", v.trim_matches('`'))
-    } else if let Some(v) = got.strip_prefix("string ") {
-        format!("the text {v}")
-    } else if got == "sequence" {
-        "a list".to_string()
-    } else if got == "map" {
-        "a table".to_string()
-    } else {
-        got.to_string()
-    };
-    format!("expected {expected}; got {got}")
-}
-
 /// The most levels a `--set` key path may have; the schema's deepest key has six.
 const MAX_KEY_DEPTH: usize = 16;
 
@@ -1140,78 +1047,28 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(Parts, Footpri
     let node_ports = graph.ports();
     let host_rates: Vec<crate::time::Rate> =
         graph.hosts().iter().map(|&n| graph.links[node_ports[n][0].0].rate).collect();
-    let mut classes = Vec::new();
-    let mut class_cfgs: Vec<(String, ClassConfig)> = sc.classes.clone().into_iter().collect();
-    if !sc.classes.contains_key("default") {
-        class_cfgs.insert(0, ("default".into(), ClassConfig {
-                cc: DEFAULT_CC.into(),
-                params: toml::Table::new(),
-                preset: None,
-                priority: 0,
-                fallback: None,
-                matches: None,
-                transport: ClassTransport::Tcp,
-            }));
-    }
-    for (name, c) in &class_cfgs {
-        let info = cc::lookup(&c.cc).ok_or_else(|| format!("classes.{name}.cc: {}", cc::unknown(&c.cc)))?;
-        let (params, nic) = match &c.preset {
-            None => (c.params.clone(), ClassNic::default()),
-            Some(set) => {
-                let preset = cc::presets::lookup(info.name, set).map_err(|e| format!("classes.{name}.preset: {e}"))?;
-                // A source scales its steps to the NIC's rate: the fastest host's here.
-                let line = host_rates.iter().copied().max().unwrap_or(crate::time::Rate::gbps(100));
-                (cc::presets::overlay(preset.params(line), &c.params), preset.nic)
-            }
-        };
-        let factory: CcFactory = cc::factory(info.name, &params).map_err(|e| format!("classes.{name}.params.{e}"))?;
-        if c.priority >= sc.switch.priorities {
-            return Err(format!(
-                "classes.{name}.priority: {} is not below switch.priorities = {}",
-                c.priority, sc.switch.priorities
-            ));
-        }
-        let fallback_name = c.fallback.as_deref().unwrap_or(DEFAULT_CC);
-        let fb = cc::lookup(fallback_name).ok_or_else(|| format!("classes.{name}.fallback: {}", cc::unknown(fallback_name)))?;
-        let fallback = cc::factory(fb.name, &toml::Table::new()).map_err(|e| format!("classes.{name}.fallback: {e}"))?;
-        classes.push(ClassRuntime {
-            name: name.clone(),
-            cc: info.name.to_string(),
-            factory,
-            priority: c.priority,
-            fallback: (fb.name.to_string(), fallback),
-            rdma: c.transport == ClassTransport::Rdma,
-            nic: sc.rdma.class_nic(nic),
-        });
-    }
-    let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
+    // A source scales its preset's steps to the NIC's rate: the fastest host's here.
+    let line = host_rates.iter().copied().max().unwrap_or(crate::time::Rate::gbps(100));
+    let checked = classes::check(&sc.classes, classes::Side::Simulator { priorities: sc.switch.priorities }, line)?;
+    let names: Vec<String> = checked.iter().map(|c| c.name.clone()).collect();
     let class_index = |n: &str| names.iter().position(|c| c == n);
-    let mut rules = crate::workload::ClassRules { default: class_index("default").unwrap_or(0), ..Default::default() };
-    for (intent, class) in &sc.policy {
-        const INTENTS: [&str; 4] = ["latency_sensitive", "bulk", "target_rate", "deadline"];
-        if !INTENTS.contains(&intent.as_str()) {
-            return Err(format!(
-                "policy.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
-                crate::words::did_you_mean(intent, INTENTS)
-            ));
-        }
-        let c = class_index(class).ok_or_else(|| {
-            format!(
-                "policy.{intent}: unknown class \"{class}\"; defined classes: {}{}",
-                names.join(", "),
-                crate::words::did_you_mean(class, names.iter().map(String::as_str))
-            )
-        })?;
-        rules.intents.push((intent.clone(), c));
-    }
-    for (name, c) in &class_cfgs {
-        if let Some(m) = &c.matches {
-            if m.tags.is_none() && m.dst_ports.is_none() && m.hosts.is_none() {
-                return Err(format!("classes.{name}.match: give at least one of tags, dst_ports, hosts"));
-            }
-            rules.rules.push((class_index(name).unwrap_or(0), m.clone()));
-        }
-    }
+    let rules = crate::workload::ClassRules {
+        default: class_index("default").unwrap_or(0),
+        intents: classes::check_intents(&sc.policy, &checked)?,
+        rules: classes::check_matches(&checked, classes::Side::Simulator { priorities: sc.switch.priorities })?,
+    };
+    let classes: Vec<ClassRuntime> = checked
+        .into_iter()
+        .map(|c| ClassRuntime {
+            cc: c.cc.to_string(),
+            factory: c.factory,
+            priority: c.config.priority,
+            fallback: (c.fallback.to_string(), c.fallback_factory),
+            rdma: c.config.transport == ClassTransport::Rdma,
+            nic: sc.rdma.class_nic(c.nic),
+            name: c.name,
+        })
+        .collect();
     let ctx = WorkloadContext {
         max_flows: limits.flows,
         max_outstanding: limits.outstanding,

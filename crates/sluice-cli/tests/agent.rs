@@ -1,0 +1,285 @@
+//! `sluice agent`, the host's platform service, run as the operator runs it: the binary with the
+//! Linux half (`cargo test -p sluice-cli --features host --test agent`, as root; tools/test-all
+//! runs it). Connections are loopback pairs opened by this process from inside the agent's
+//! cgroup, so what the kernel chose for each socket is read back with getsockopt.
+//!
+//! The tests take one lock: the agent, its pins and the algorithm names are machine-wide. Guards
+//! stop the agent, unload it and leave the cgroup, also when an assertion fails.
+#![cfg(feature = "host")]
+
+use sluice_host::{agent, classes, sys};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn run(args: &[&str]) -> Output {
+    sluice().args(args).output().expect("running sluice")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits up to five seconds for `cond`.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `sluice agent` on a cgroup of its own, this process in that cgroup; on drop the agent
+/// is killed, everything unloaded and this process moved back.
+struct Agent {
+    child: Option<Child>,
+    cgroup: PathBuf,
+    home: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Agent {
+    fn policy(&self) -> PathBuf {
+        self.dir.path().join("policy.toml")
+    }
+
+    /// Starts an agent on `policy` (written to the agent's file first).
+    fn start(name: &str, policy: &str, poll_ms: u64) -> (MutexGuard<'static, ()>, Agent) {
+        let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(nix::unistd::geteuid().is_root(), "these tests need root (BPF): run them as root");
+        agent::unload().expect("unloading a stale agent");
+        let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
+        let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
+        let mut a = Agent { child: None, cgroup, home, dir: tempfile::tempdir().unwrap() };
+        std::fs::write(a.policy(), policy).unwrap();
+        a.spawn(poll_ms);
+        wait_for("the agent's first policy", || classes::applied().ok().flatten().is_some_and(|p| p.generation >= 1));
+        sys::cgroup_join(&a.cgroup, std::process::id()).expect("joining the agent's cgroup");
+        (g, a)
+    }
+
+    fn spawn(&mut self, poll_ms: u64) {
+        let child = sluice()
+            .args(["agent", "--policy", self.policy().to_str().unwrap(), "--cgroup", self.cgroup.to_str().unwrap()])
+            .args(["--poll-ms", &poll_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting sluice agent");
+        self.child = Some(child);
+    }
+
+    /// Sends a signal to the running agent.
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.as_ref().expect("a running agent").id() as i32);
+        nix::sys::signal::kill(pid, sig).expect("signalling the agent");
+    }
+
+    /// Waits for the agent to exit; returns its status and what it printed.
+    fn wait(&mut self) -> Output {
+        self.child.take().expect("a running agent").wait_with_output().expect("the agent's exit")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = sys::cgroup_join(&self.home, std::process::id());
+        if let Err(e) = agent::unload() {
+            eprintln!("cleanup: unloading the agent: {e:#}");
+        }
+        let _ = std::fs::remove_dir(&self.cgroup);
+    }
+}
+
+/// A loopback connection on `port`: (client, server).
+fn pair(port: u16) -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("listening");
+    let c = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connecting");
+    let (s, _) = l.accept().expect("accepting");
+    (c, s)
+}
+
+fn congestion_control(s: &TcpStream) -> String {
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `name`.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_mut_ptr().cast(), &mut len) };
+    assert_eq!(rc, 0, "getsockopt TCP_CONGESTION");
+    String::from_utf8_lossy(&name[..name.iter().position(|&c| c == 0).unwrap_or(16)]).into_owned()
+}
+
+fn priority(s: &TcpStream) -> i32 {
+    let mut v: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes one int.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PRIORITY, (&mut v as *mut libc::c_int).cast(), &mut len) };
+    assert_eq!(rc, 0, "getsockopt SO_PRIORITY");
+    v
+}
+
+/// Both ends' algorithm, and the client's priority.
+fn chosen(p: &(TcpStream, TcpStream)) -> (String, String, i32) {
+    (congestion_control(&p.0), congestion_control(&p.1), priority(&p.0))
+}
+
+/// Moves 1 MB each way over a connection: it is alive and both ends still exchange data.
+fn exchange(p: &mut (TcpStream, TcpStream)) {
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for (a, b) in [(0, 1), (1, 0)] {
+        let mut w = if a == 0 { p.0.try_clone().unwrap() } else { p.1.try_clone().unwrap() };
+        let mut r = if b == 0 { p.0.try_clone().unwrap() } else { p.1.try_clone().unwrap() };
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || w.write_all(&sent).unwrap());
+        let mut got = vec![0u8; data.len()];
+        r.read_exact(&mut got).unwrap();
+        writer.join().unwrap();
+        assert!(got == data, "the bytes arrived changed");
+    }
+}
+
+/// The class's (open, opened) connection counts, by name.
+fn counts(class: &str) -> (u64, u64) {
+    let a = classes::applied().unwrap().expect("a policy in force");
+    let c = a.classes.iter().find(|c| c.name == class).unwrap_or_else(|| panic!("no class {class} in {a:?}"));
+    let n = classes::counts(c.id).unwrap();
+    (n.open(), n.opened)
+}
+
+const POLICY: &str = r#"version = 1
+
+[classes.bulk]
+cc = "newreno"
+priority = 3
+match = { dst_ports = ["7000-7099"] }
+
+[classes.fast]
+cc = "bbr"
+match = { dst_ports = [7100] }
+
+[classes.default]
+cc = "cubic"
+"#;
+
+/// The classes pick each connection's algorithm and priority at both ends, and count them; a
+/// crash and a restart of the agent leave connections, their algorithms, the policy and the
+/// counts as they were; an edited file is applied to new connections only.
+#[test]
+fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
+    let (_g, mut a) = Agent::start("sluice-test-agent-restart", POLICY, 50);
+    let mut bulk = pair(7005);
+    assert_eq!(chosen(&bulk), ("newreno".into(), "newreno".into(), 3), "class bulk on port 7005");
+    let fast = pair(7100);
+    assert_eq!(chosen(&fast), ("bbr".into(), "bbr".into(), 0), "class fast on port 7100");
+    let other = pair(7200);
+    assert_eq!(chosen(&other), ("cubic".into(), "cubic".into(), 0), "class default elsewhere");
+    // Both ends of each loopback pair are connections of the class.
+    assert_eq!(counts("bulk"), (2, 2));
+    drop(other);
+    wait_for("class default's pair to close", || counts("default").0 == 0);
+    assert_eq!(counts("default"), (0, 2));
+
+    // A crash: nothing of the agent's runs, and the kernel carries on.
+    a.signal(nix::sys::signal::Signal::SIGKILL);
+    a.wait();
+    exchange(&mut bulk);
+    assert_eq!(chosen(&bulk).0, "newreno");
+    let second = pair(7006);
+    assert_eq!(chosen(&second).0, "newreno", "with the agent down, the policy stays in force");
+
+    a.spawn(50);
+    wait_for("the restarted agent's policy", || classes::applied().ok().flatten().is_some_and(|p| p.generation >= 2));
+    exchange(&mut bulk);
+    assert_eq!(chosen(&bulk), ("newreno".into(), "newreno".into(), 3), "the connection kept its algorithm and priority");
+    assert_eq!(counts("bulk"), (4, 4), "the counts survived the restart");
+
+    // An edit reaches new connections; open ones keep the algorithm they started with.
+    std::fs::write(a.policy(), POLICY.replace("version = 1", "version = 2").replace("cc = \"bbr\"", "cc = \"cubic\"")).unwrap();
+    wait_for("version 2", || classes::applied().unwrap().unwrap().version == Some(2));
+    assert_eq!(chosen(&pair(7100)).0, "cubic");
+    assert_eq!(chosen(&fast).0, "bbr");
+
+    a.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = a.wait();
+    assert!(out.status.success(), "the agent's exit on SIGTERM: {out:?}");
+    assert!(text(&out.stdout).contains("adopting the agent loaded on cgroup"), "{}", text(&out.stdout));
+    assert_eq!(chosen(&pair(7050)).0, "newreno", "after SIGTERM the policy stays in force");
+}
+
+/// A policy with one bad class is refused whole, with the file, line and key; the one in force
+/// stays until a good one is applied, here on SIGHUP with file polling slowed to a minute.
+#[test]
+fn a_bad_policy_is_refused_whole_and_sighup_applies_a_fixed_one() {
+    let (_g, a) = Agent::start("sluice-test-agent-refuse", POLICY, 60_000);
+    let bad = POLICY.replace("version = 1", "version = 2").replace("cc = \"newreno\"", "cc = \"cubic\"").replace("cc = \"bbr\"", "cc = \"hpcc\"");
+    std::fs::write(a.policy(), &bad).unwrap();
+    a.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_for("the refusal", || classes::applied().unwrap().unwrap().refused.is_some());
+    let applied = classes::applied().unwrap().unwrap();
+    let errors = applied.refused.as_ref().unwrap().errors.join("\n");
+    let file = a.policy().display().to_string();
+    assert!(
+        errors.starts_with(&format!("{file}:9: classes.fast.cc: hpcc runs only in the simulator; on this host the algorithms are newreno, dctcp, ecn_int, retcp, cubic")),
+        "{errors}"
+    );
+    assert_eq!(applied.version, Some(1), "the policy in force");
+    assert_eq!(chosen(&pair(7007)).0, "newreno", "class bulk's change in the refused policy did not apply");
+    let status = text(&run(&["agent", "status"]).stdout);
+    assert!(status.contains("refused") && status.contains("classes.fast.cc"), "{status}");
+
+    std::fs::write(a.policy(), bad.replace("cc = \"hpcc\"", "cc = \"bbr\"")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(classes::applied().unwrap().unwrap().version, Some(1), "no poll within a minute: only SIGHUP reloads");
+    a.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_for("version 2 on SIGHUP", || classes::applied().unwrap().unwrap().version == Some(2));
+    assert_eq!(chosen(&pair(7008)).0, "cubic");
+    assert!(classes::applied().unwrap().unwrap().refused.is_none(), "a policy applied clears the refusal");
+}
+
+/// A policy that fails a host's checks stops the agent before it loads anything; `check` says
+/// the same without root. Each error names the file, line, key and what was expected.
+#[test]
+fn bad_policies_name_file_line_key_and_load_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[classes.q]\ncc = \"cubic\"\nmatch = { cgroups = [\"sluice-no-such-cgroup\"] }\n",
+         ":3: classes.q.match.cgroups[0]: no cgroup /sys/fs/cgroup/unified/sluice-no-such-cgroup; expected a cgroup v2 directory"),
+        ("[classes.q]\ncc = \"dctcp\"\nparams = { g = 2.0 }\nmatch = { dst_ports = [80] }\n", ":3: classes.q.params.g: expected a number in (0, 1], got 2"),
+        ("[classes.q]\ncc = \"dctcp\"\nmatch = { dst_ports = [80] }\n[classes.r]\ncc = \"cubic\"\nmatch = { dst_ports = [\"1-100\"] }\n",
+         ":6: classes.r.match: overlaps classes.q.match (dst_ports 80 in both)"),
+        ("[classes.q]\ncc = \"timely\"\nmatch = { dst_ports = [80] }\n", ":2: classes.q.cc: timely runs only in the simulator"),
+        ("[policy]\nbulk = \"q\"\n[classes.q]\ncc = \"cubic\"\nmatch = { dst_ports = [80] }\n", ":2: policy.bulk: applications' intents select classes in scenarios"),
+    ];
+    for (i, (policy, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("p{i}.toml"));
+        std::fs::write(&path, policy).unwrap();
+        let file = path.display().to_string();
+        let out = run(&["agent", "check", &file]);
+        assert_eq!(out.status.code(), Some(2), "{policy}");
+        let err = text(&out.stderr);
+        assert!(err.starts_with(&format!("error: {file}{want}")), "{policy}\ngot: {err}");
+    }
+    if nix::unistd::geteuid().is_root() {
+        agent::unload().unwrap();
+        let path = dir.path().join("p0.toml");
+        let out = run(&["agent", "--policy", path.to_str().unwrap(), "--cgroup", "/sys/fs/cgroup/unified/sluice-test-agent-bad"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(text(&out.stderr).contains("nothing was loaded or changed"), "{}", text(&out.stderr));
+        assert!(agent::state().unwrap().is_none() && !agent::pin("").exists(), "a refused start loaded nothing");
+        assert!(!Path::new("/sys/fs/cgroup/unified/sluice-test-agent-bad").exists());
+    }
+}

@@ -1,0 +1,405 @@
+//! The agent's class table in the kernel. A checked policy (the scenario's class schema,
+//! `sluice_sim::scenario::host_policy`) passes the checks only a host can make (the kernel has
+//! the algorithm, the cgroups exist, the table's sizes), becomes `struct sluice_class` slots
+//! (bpf/tcp_int.h) in the half of the pinned table not in use, and takes effect with one write of
+//! the generation. Each class keeps an id while its name stays in the policy, so the per-class
+//! connection counters survive reloads and agent restarts.
+
+use crate::agent;
+use crate::cc;
+use crate::sys;
+use anyhow::{anyhow, Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use serde::{Deserialize, Serialize};
+use sluice_sim::scenario::host_policy::CheckedPolicy;
+use sluice_sim::scenario::ScenarioError;
+use std::path::{Path, PathBuf};
+
+/// Slots in one half of the table (`SLUICE_CLASSES`).
+pub const SLOTS: usize = 32;
+/// Port ranges one class may match (`SLUICE_CLASS_PORTS`).
+pub const PORTS: usize = 8;
+/// Cgroups one class may match (`SLUICE_CLASS_CGROUPS`).
+pub const CGROUPS: usize = 4;
+/// Class ids, 1 to IDS - 1 (`SLUICE_CLASS_IDS`).
+pub const IDS: u32 = 256;
+/// Counters per class id (`CLASS_NCOUNTERS`): opened, closed, algorithm refused.
+const NCOUNTERS: u32 = 3;
+/// Size of `struct sluice_class`.
+const SLOT_BYTES: usize = 104;
+/// Size of `struct scc_class_params`: the algorithm's id, padding, 56 bytes of parameters.
+const PARAMS_BYTES: usize = 64;
+
+/// The algorithms of the simulator's registry that a Linux host runs under the same name: the
+/// portable ones the agent registers, and the kernel's own.
+const KERNEL_BUILT_IN: &[&str] = &["cubic", "bbr"];
+
+/// One class as the agent put it in the kernel.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct AppliedClass {
+    /// Class name.
+    pub name: String,
+    /// Its id in the kernel's counters and in sockets' storage.
+    pub id: u32,
+    /// The algorithm's kernel name.
+    pub cc: String,
+    /// The sockets' SO_PRIORITY.
+    pub priority: u8,
+    /// The algorithm a peer or path without what `cc` needs gets.
+    pub fallback: String,
+    /// The parameters as the policy writes them (a portable algorithm's; its defaults where empty).
+    pub params: toml::Table,
+    /// Service port ranges ("5201", "6000-6099"); empty: any.
+    pub dst_ports: Vec<String>,
+    /// Cgroup directories; empty: any.
+    pub cgroups: Vec<PathBuf>,
+}
+
+/// The policy in force, as recorded beside the pins (`/run/sluice/policy.json`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Applied {
+    /// The policy file.
+    pub file: String,
+    /// The operator's `version`, if the file gives one.
+    pub version: Option<u64>,
+    /// CRC-32 of the file's text, in hex.
+    pub digest: String,
+    /// Raised at every change; its low bit names the table half in force.
+    pub generation: u32,
+    /// When it was applied, in seconds since the epoch.
+    pub applied_unix: u64,
+    /// The classes, in the order the kernel tries them.
+    pub classes: Vec<AppliedClass>,
+    /// Classes that no connection can join (no match rules, and not `default`).
+    pub unmatched: Vec<String>,
+    /// The last policy refused since, with its errors.
+    pub refused: Option<Refused>,
+    /// The id the next new class name gets.
+    pub next_id: u32,
+}
+
+/// A policy the agent would not apply, and why.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Refused {
+    /// When, in seconds since the epoch.
+    pub at_unix: u64,
+    /// CRC-32 of the refused text, so an unchanged file is not refused again and again.
+    pub digest: String,
+    /// Each problem, one line each, file:line: key: what was expected.
+    pub errors: Vec<String>,
+}
+
+fn state_file() -> PathBuf {
+    Path::new(sys::STATE_DIR).join("policy.json")
+}
+
+/// The policy in force, if the agent applied one.
+pub fn applied() -> Result<Option<Applied>> {
+    match std::fs::read_to_string(state_file()) {
+        Ok(s) => Ok(Some(serde_json::from_str(&s).with_context(|| format!("reading {}", state_file().display()))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", state_file().display())),
+    }
+}
+
+/// Records the policy in force.
+pub fn record(a: &Applied) -> Result<()> {
+    std::fs::create_dir_all(sys::STATE_DIR)?;
+    let tmp = state_file().with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(a)?)?;
+    std::fs::rename(&tmp, state_file()).with_context(|| format!("writing {}", state_file().display()))
+}
+
+/// Forgets the recorded policy (on unload).
+pub fn forget() -> Result<()> {
+    match std::fs::remove_file(state_file()) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", state_file().display())),
+        _ => Ok(()),
+    }
+}
+
+/// CRC-32 of a policy's text, as `Applied::digest` writes it.
+pub fn digest(text: &str) -> String {
+    format!("{:08x}", crc32fast::hash(text.as_bytes()))
+}
+
+/// A class ready for the kernel.
+#[derive(Clone, Debug, PartialEq)]
+struct Slot {
+    class: AppliedClass,
+    ports: Vec<(u16, u16)>,
+    cgroup_ids: Vec<u64>,
+    /// The C parameters of a portable algorithm.
+    params: Option<Vec<u8>>,
+}
+
+/// The checks only a host can make, and the slots in the order the kernel tries them: classes
+/// with ports and cgroups, ports alone, cgroups alone, then `default`. `cgroup_root` anchors
+/// relative cgroup paths; `kernel` lists the algorithms the kernel offers besides the agent's.
+fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Option<&Applied>) -> Result<(Vec<Slot>, Vec<String>, u32), ScenarioError> {
+    if let Some(intent) = p.policy.policy.keys().next() {
+        return Err(p.error_at(format!(
+            "policy.{intent}: applications' intents select classes in scenarios; on a host, match connections by dst_ports or cgroups"
+        )));
+    }
+    let runs = |name: &str| cc::ALGORITHMS.contains(&name) || (KERNEL_BUILT_IN.contains(&name) && kernel.iter().any(|k| k == name));
+    let host_names = || {
+        let mut v: Vec<&str> = cc::ALGORITHMS.to_vec();
+        v.extend(KERNEL_BUILT_IN.iter().filter(|n| kernel.iter().any(|k| k == *n)));
+        v.join(", ")
+    };
+    let mut slots: Vec<(u8, Slot)> = Vec::new();
+    let mut unmatched = Vec::new();
+    let mut ids_taken: Vec<u32> = Vec::new();
+    let mut next_id = previous.map_or(1, |a| a.next_id.max(1));
+    for (i, c) in p.classes.iter().enumerate() {
+        let name = &c.name;
+        for (key, alg) in [("cc", c.cc), ("fallback", c.fallback)] {
+            if !runs(alg) {
+                return Err(p.error_at(format!(
+                    "classes.{name}.{key}: {alg} runs only in the simulator; on this host the algorithms are {}",
+                    host_names()
+                )));
+            }
+        }
+        // The portable algorithms read their class's parameters; the kernel's own have none to read.
+        let params = if cc::ALGORITHMS.contains(&c.cc) {
+            Some(sluice_sim::cc::portable::c_params(c.cc, &c.params).map_err(|e| p.error_at(format!("classes.{name}.params.{e}")))?)
+        } else if !c.config.params.is_empty() {
+            return Err(p.error_at(format!(
+                "classes.{name}.params: the kernel's own {} takes no parameters from a policy; sluice's portable algorithms ({}) do",
+                c.cc,
+                cc::ALGORITHMS.join(", ")
+            )));
+        } else {
+            None
+        };
+        let rules = p.matches.iter().find(|(j, _)| *j == i).map(|(_, m)| m);
+        if rules.is_none() && name != "default" {
+            unmatched.push(name.clone());
+            continue;
+        }
+        let ports: Vec<(u16, u16)> = rules.and_then(|m| m.dst_ports.as_ref()).map_or(vec![], |v| v.iter().map(|r| (r.first, r.last)).collect());
+        if ports.len() > PORTS {
+            return Err(p.error_at(format!("classes.{name}.match.dst_ports: {} ranges; a class matches at most {PORTS} (merge neighbouring ports into ranges like \"5200-5299\")", ports.len())));
+        }
+        let cgroups: Vec<String> = rules.and_then(|m| m.cgroups.clone()).unwrap_or_default();
+        if cgroups.len() > CGROUPS {
+            return Err(p.error_at(format!("classes.{name}.match.cgroups: {} cgroups; a class matches at most {CGROUPS}", cgroups.len())));
+        }
+        let mut paths = Vec::new();
+        let mut cgroup_ids = Vec::new();
+        for (k, g) in cgroups.iter().enumerate() {
+            let path = if Path::new(g).is_absolute() { PathBuf::from(g) } else { cgroup_root.join(g) };
+            if !path.is_dir() {
+                return Err(p.error_at(format!(
+                    "classes.{name}.match.cgroups[{k}]: no cgroup {}; expected a cgroup v2 directory, absolute or relative to {}",
+                    path.display(),
+                    cgroup_root.display()
+                )));
+            }
+            cgroup_ids.push(sys::cgroup_id(&path).map_err(|e| p.error_at(format!("classes.{name}.match.cgroups[{k}]: {e:#}")))?);
+            paths.push(path);
+        }
+        let id = match previous.and_then(|a| a.classes.iter().find(|c| &c.name == name)) {
+            Some(old) => old.id,
+            None => {
+                let in_use = |id: u32| ids_taken.contains(&id) || previous.is_some_and(|a| a.classes.iter().any(|c| c.id == id && p.classes.iter().any(|n| n.name == c.name)));
+                let mut id = next_id;
+                while id == 0 || id >= IDS || in_use(id) {
+                    id = if id + 1 >= IDS { 1 } else { id + 1 };
+                }
+                next_id = if id + 1 >= IDS { 1 } else { id + 1 };
+                id
+            }
+        };
+        ids_taken.push(id);
+        let order = match (ports.is_empty(), cgroup_ids.is_empty()) {
+            (false, false) => 0,
+            (false, true) => 1,
+            (true, false) => 2,
+            (true, true) => 3,
+        };
+        let class = AppliedClass {
+            name: name.clone(),
+            id,
+            cc: c.cc.to_string(),
+            priority: c.config.priority,
+            fallback: c.fallback.to_string(),
+            params: c.config.params.clone(),
+            dst_ports: rules.and_then(|m| m.dst_ports.as_ref()).map_or(vec![], |v| v.iter().map(|r| r.to_string()).collect()),
+            cgroups: paths,
+        };
+        slots.push((order, Slot { class, ports, cgroup_ids, params }));
+    }
+    if slots.len() > SLOTS {
+        return Err(p.error_at(format!("classes: {} classes; the kernel's table holds {SLOTS}", slots.len())));
+    }
+    // Stable: within one kind of rule the classes keep name order (they do not overlap).
+    slots.sort_by_key(|(order, _)| *order);
+    Ok((slots.into_iter().map(|(_, s)| s).collect(), unmatched, next_id))
+}
+
+/// `struct sluice_class` of a slot, or of an empty one.
+fn slot_bytes(s: Option<&Slot>) -> Vec<u8> {
+    let mut b = vec![0u8; SLOT_BYTES];
+    let Some(s) = s else { return b };
+    let name = s.class.cc.as_bytes();
+    b[..name.len().min(15)].copy_from_slice(&name[..name.len().min(15)]);
+    let mut put32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    put32(16, 1);
+    put32(20, s.class.id);
+    put32(24, s.class.priority as u32);
+    put32(28, s.ports.len() as u32);
+    put32(32, s.cgroup_ids.len() as u32);
+    for (j, (first, last)) in s.ports.iter().enumerate() {
+        b[36 + 2 * j..38 + 2 * j].copy_from_slice(&first.to_ne_bytes());
+        b[52 + 2 * j..54 + 2 * j].copy_from_slice(&last.to_ne_bytes());
+    }
+    for (j, id) in s.cgroup_ids.iter().enumerate() {
+        b[72 + 8 * j..80 + 8 * j].copy_from_slice(&id.to_ne_bytes());
+    }
+    b
+}
+
+fn pinned(name: &str) -> Result<MapHandle> {
+    MapHandle::from_pinned_path(agent::pin(name))
+        .map_err(|e| anyhow!("the host agent is not loaded (run `sluice agent` or `sluice host load`): {} ({e})", agent::pin(name).display()))
+}
+
+/// Checks a policy on this host, without applying it; the errors name the file, line and key.
+pub fn check(p: &CheckedPolicy) -> Result<(), ScenarioError> {
+    let kernel = cc::available().unwrap_or_default();
+    plan(p, Path::new(sys::CGROUP2_ROOT), &kernel, applied().ok().flatten().as_ref()).map(|_| ())
+}
+
+/// Puts a checked policy in force: the slots go to the half of the table not in use, then the
+/// generation names that half. Connections already open keep their algorithm. Returns what was
+/// applied, also recorded for `status`.
+pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applied, ScenarioError>> {
+    sys::require_root("applying a policy")?;
+    let previous = applied()?;
+    let kernel = cc::available()?;
+    let (slots, unmatched, next_id) = match plan(p, Path::new(sys::CGROUP2_ROOT), &kernel, previous.as_ref()) {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    let table = pinned("sluice_classes")?;
+    let gen_map = pinned("class_generation")?;
+    let counters = pinned("class_counters")?;
+    // Parameters first: a connection the new table puts in a class finds them in place. Open
+    // connections of a class whose parameters changed read the new ones at their next ACK.
+    let class_params = pinned("class_params")?;
+    for s in &slots {
+        let mut b = vec![0u8; PARAMS_BYTES];
+        if let Some(p) = &s.params {
+            let alg = cc::ALGORITHMS.iter().position(|a| *a == s.class.cc).map_or(0, |i| i as u32 + 1);
+            b[..4].copy_from_slice(&alg.to_ne_bytes());
+            b[8..8 + p.len()].copy_from_slice(p);
+        }
+        class_params.update(&s.class.id.to_ne_bytes(), &b, MapFlags::ANY)?;
+    }
+    let zero = 0u32.to_ne_bytes();
+    let gen = gen_map.lookup(&zero, MapFlags::ANY)?.map_or(0, |v| u32::from_ne_bytes(v[..4].try_into().unwrap()));
+    let next = gen.wrapping_add(1);
+    let base = (next & 1) * SLOTS as u32;
+    for i in 0..SLOTS {
+        table.update(&(base + i as u32).to_ne_bytes(), &slot_bytes(slots.get(i)), MapFlags::ANY)?;
+    }
+    // A new class starts from zero, also where its id served a class removed earlier.
+    let cpus = libbpf_rs::num_possible_cpus()?;
+    for s in &slots {
+        if !previous.as_ref().is_some_and(|a| a.classes.iter().any(|c| c.id == s.class.id)) {
+            for k in 0..NCOUNTERS {
+                counters.update_percpu(&(s.class.id * NCOUNTERS + k).to_ne_bytes(), &vec![vec![0u8; 8]; cpus], MapFlags::ANY)?;
+            }
+        }
+    }
+    gen_map.update(&zero, &next.to_ne_bytes(), MapFlags::ANY)?;
+    let a = Applied {
+        file: file.to_string(),
+        version: p.policy.version,
+        digest: digest(p.text()),
+        generation: next,
+        applied_unix: now_unix(),
+        classes: slots.into_iter().map(|s| s.class).collect(),
+        unmatched,
+        refused: None,
+        next_id,
+    };
+    record(&a)?;
+    Ok(Ok(a))
+}
+
+/// Seconds since the epoch.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A class's connection counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Connections the class took since it was made.
+    pub opened: u64,
+    /// Of those, closed since.
+    pub closed: u64,
+    /// Connections whose algorithm the kernel refused (not registered).
+    pub cc_failed: u64,
+}
+
+impl ClassCounts {
+    /// Connections of the class open now.
+    pub fn open(&self) -> u64 {
+        self.opened.saturating_sub(self.closed)
+    }
+}
+
+/// The counts of class `id`.
+pub fn counts(id: u32) -> Result<ClassCounts> {
+    let m = pinned("class_counters")?;
+    let sums = (0..NCOUNTERS)
+        .map(|k| {
+            let per_cpu = m.lookup_percpu(&(id * NCOUNTERS + k).to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+            Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2] })
+}
+
+/// The policy part of `sluice agent status` and `sluice host status`.
+pub fn status_text() -> Result<String> {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let Some(a) = applied()? else {
+        return Ok("policy: none applied (start `sluice agent --policy FILE`)\n".into());
+    };
+    let version = a.version.map_or("none".to_string(), |v| v.to_string());
+    writeln!(s, "policy: {} version {version} (generation {}, digest {}), applied {}s ago", a.file, a.generation, a.digest, now_unix().saturating_sub(a.applied_unix))?;
+    writeln!(s, "  {:<16} {:>3} {:<10} {:<10} {:>4} {:>7} {:>7} {:>6}  match", "class", "id", "cc", "fallback", "prio", "open", "opened", "failed")?;
+    for c in &a.classes {
+        let n = counts(c.id)?;
+        let mut rules = Vec::new();
+        if !c.dst_ports.is_empty() {
+            rules.push(format!("dst_ports {}", c.dst_ports.join(",")));
+        }
+        if !c.cgroups.is_empty() {
+            rules.push(format!("cgroups {}", c.cgroups.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(",")));
+        }
+        let rules = if rules.is_empty() { "every other connection".to_string() } else { rules.join("; ") };
+        writeln!(s, "  {:<16} {:>3} {:<10} {:<10} {:>4} {:>7} {:>7} {:>6}  {rules}", c.name, c.id, c.cc, c.fallback, c.priority, n.open(), n.opened, n.cc_failed)?;
+        if !c.params.is_empty() {
+            let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            writeln!(s, "  {:<16} params {}", "", params.join(", "))?;
+        }
+    }
+    for u in &a.unmatched {
+        writeln!(s, "  warning: class {u} has no match rules and is not default: no connection joins it")?;
+    }
+    if let Some(r) = &a.refused {
+        writeln!(s, "  refused {}s ago (the policy above stays in force):", now_unix().saturating_sub(r.at_unix))?;
+        for e in &r.errors {
+            writeln!(s, "    {e}")?;
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,160 @@
+//! `sluice agent`: the host's platform service, run in the foreground (systemd, a container).
+//! It loads the BPF programs once (or adopts the ones an earlier agent pinned), puts a policy
+//! file in force, and reloads it on SIGHUP or when the file changes. A policy that fails a check
+//! is refused whole, with its errors, and the one in force stays. The agent keeps no state of its
+//! own beyond the pins and `/run/sluice/`: stopping, crashing or upgrading it leaves every
+//! connection, its algorithm and the policy in the kernel.
+
+use crate::agent::{self, LoadOptions};
+use crate::classes::{self, Applied, Refused};
+use crate::sys;
+use anyhow::Result;
+use sluice_sim::scenario::host_policy;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How `run` starts.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// The policy file.
+    pub policy: PathBuf,
+    /// The cgroup whose connections the agent sees, when it loads the programs itself.
+    pub cgroup: PathBuf,
+    /// How often the policy file is looked at for changes.
+    pub poll: Duration,
+}
+
+/// What `run` returns when it stops.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// SIGTERM or SIGINT: the policy stays in force.
+    Signal,
+    /// The policy given at start failed a check: nothing was changed.
+    Refused,
+}
+
+/// Reads and checks a policy file on this host: every error names the file, line and key.
+pub fn check(path: &Path) -> std::result::Result<host_policy::CheckedPolicy, String> {
+    let p = host_policy::load(path).map_err(|e| e.to_string())?;
+    classes::check(&p).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+/// The file's identity as a poll sees it: a change of either starts a reload.
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+}
+
+/// Runs the agent until SIGTERM or SIGINT (or `stop`, set by a caller that runs it on a thread).
+pub fn run(opts: &AgentOptions, stop: Option<Arc<AtomicBool>>) -> Result<Stopped> {
+    sys::require_root("running the agent")?;
+    let file = std::fs::canonicalize(&opts.policy).unwrap_or_else(|_| opts.policy.clone()).display().to_string();
+    let first = match check(&opts.policy) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("sluice agent: the policy was refused; nothing was loaded or changed");
+            return Ok(Stopped::Refused);
+        }
+    };
+    match agent::state()? {
+        Some(st) => {
+            println!(
+                "sluice agent: adopting the agent loaded on cgroup {}: its programs, maps and connections carry on",
+                st.cgroup.display()
+            );
+            if st.cgroup != opts.cgroup {
+                eprintln!("warning: --cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", opts.cgroup.display());
+            }
+        }
+        None => {
+            let st = agent::load(&LoadOptions { cgroup: opts.cgroup.clone(), ..LoadOptions::default() })?;
+            println!(
+                "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
+                st.cgroup.display(),
+                agent::pin("").display(),
+                st.ccs.join(" ")
+            );
+        }
+    }
+    put_in_force(&first, &file)?;
+
+    let term = stop.unwrap_or_default();
+    let hup = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+    // Signals are looked at every tick, the file every `poll`.
+    let tick = opts.poll.min(Duration::from_millis(50));
+    let mut seen = stamp(&opts.policy);
+    let mut looked = Instant::now();
+    while !term.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        let asked = hup.swap(false, Ordering::Relaxed);
+        if !asked && looked.elapsed() < opts.poll {
+            continue;
+        }
+        looked = Instant::now();
+        let now = stamp(&opts.policy);
+        if asked || now != seen {
+            seen = now;
+            reload(&opts.policy, &file, asked)?;
+        }
+    }
+    println!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
+    Ok(Stopped::Signal)
+}
+
+/// Applies a checked policy and says so.
+fn put_in_force(p: &host_policy::CheckedPolicy, file: &str) -> Result<()> {
+    match classes::apply(p, file)? {
+        Ok(a) => {
+            say_applied(&a);
+            Ok(())
+        }
+        // The checks ran a moment ago; a cgroup removed since is the one way here.
+        Err(e) => {
+            refused(file, &classes::digest(p.text()), vec![e.to_string()])?;
+            Ok(())
+        }
+    }
+}
+
+fn say_applied(a: &Applied) {
+    let version = a.version.map_or("without a version".to_string(), |v| format!("version {v}"));
+    let names: Vec<String> = a.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
+    println!("sluice agent: policy {} {version} in force (generation {}): {}", a.file, a.generation, names.join(", "));
+    for u in &a.unmatched {
+        eprintln!("warning: class {u} has no match rules and is not default: no connection joins it");
+    }
+}
+
+/// Reads the file again and applies it, or refuses it; `forced` (SIGHUP) also retries a text
+/// refused before.
+fn reload(path: &Path, file: &str, forced: bool) -> Result<()> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let digest = classes::digest(&text);
+    let current = classes::applied()?;
+    let unchanged = current.as_ref().is_some_and(|a| a.digest == digest || a.refused.as_ref().is_some_and(|r| r.digest == digest));
+    if unchanged && !forced {
+        return Ok(());
+    }
+    match check(path) {
+        Ok(p) => put_in_force(&p, file),
+        Err(e) => refused(file, &digest, e.lines().map(String::from).collect()),
+    }
+}
+
+/// Records and reports a refused policy; the one in force stays.
+fn refused(file: &str, digest: &str, errors: Vec<String>) -> Result<()> {
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    let mut a = classes::applied()?.unwrap_or_default();
+    eprintln!("sluice agent: policy {file} refused; generation {} stays in force", a.generation);
+    a.refused = Some(Refused { at_unix: classes::now_unix(), digest: digest.to_string(), errors });
+    classes::record(&a)
+}
