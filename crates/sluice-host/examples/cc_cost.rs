@@ -9,6 +9,10 @@
 //! `ALG` is a portable algorithm of this build (newreno, dctcp, ecn_int, retcp; the default is all
 //! four); `NAME=OBJECT` loads another struct_ops object whose algorithm is named NAME (an older
 //! hand-written build, say). Nothing else may be registered under these names while it runs.
+//! With `--class`, the agent runs too (on a cgroup of its own, this process in it) with a policy
+//! that puts the flow in a class running its algorithm with that algorithm's default
+//! parameters, so the glue reads the class's parameters at every ACK; an object with the agent's
+//! maps shares them.
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{Link, MapCore, MapType, Object, ObjectBuilder};
@@ -62,7 +66,16 @@ fn register(name: &str, bytes: &[u8]) -> Result<(Object, Link)> {
     if sluice_host::cc::available()?.iter().any(|a| a == name) {
         bail!("{name} is already registered (unload the agent, `sluice host unload`, first)");
     }
-    let open = ObjectBuilder::default().open_memory(bytes).with_context(|| format!("opening {name}"))?;
+    let mut open = ObjectBuilder::default().open_memory(bytes).with_context(|| format!("opening {name}"))?;
+    if sluice_host::agent::state()?.is_some() {
+        for mut m in open.maps_mut() {
+            let shared = m.name().to_str().map(String::from).filter(|n| ["int_sk_store", "class_sk", "class_params"].contains(&n.as_str()));
+            if let Some(n) = shared {
+                let pinned = libbpf_rs::MapHandle::from_pinned_path(sluice_host::agent::pin(&n))?;
+                m.reuse_fd(pinned.as_fd()).with_context(|| format!("sharing the agent's {n}"))?;
+            }
+        }
+    }
     let mut obj = open.load().with_context(|| format!("loading {name} (verifier)"))?;
     let link = obj
         .maps_mut()
@@ -116,8 +129,16 @@ fn main() -> Result<()> {
         secs = args.get(i + 1).and_then(|v| v.parse().ok()).filter(|s: &f64| *s > 0.0).context("--secs: expected a positive number of seconds")?;
         args.drain(i..i + 2);
     }
+    let class = args.iter().position(|a| a == "--class").map(|i| args.remove(i)).is_some();
     if args.is_empty() {
         args = sluice_host::cc::ALGORITHMS.iter().map(|s| s.to_string()).collect();
+    }
+    let cgroup = std::path::Path::new(sluice_host::sys::CGROUP2_ROOT).join("sluice-cc-cost");
+    let home = sluice_host::sys::own_cgroup(std::path::Path::new(sluice_host::sys::CGROUP2_ROOT))?;
+    if class {
+        let opts = sluice_host::agent::LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, register_cc: false, ..Default::default() };
+        sluice_host::agent::load(&opts)?;
+        sluice_host::sys::cgroup_join(&cgroup, std::process::id())?;
     }
     let stats_path = "/proc/sys/kernel/bpf_stats_enabled";
     let before = std::fs::read_to_string(stats_path).context(stats_path)?;
@@ -135,6 +156,12 @@ fn main() -> Result<()> {
                 Some((n, path)) => (n.to_string(), std::fs::read(path).with_context(|| format!("reading {path}"))?),
                 None => (a.clone(), portable(a)?.to_vec()),
             };
+            if class {
+                let base = if sluice_host::cc::ALGORITHMS.contains(&name.as_str()) { name.as_str() } else { "cubic" };
+                let text = format!("[classes.measured]\ncc = \"{base}\"\nmatch = {{ dst_ports = [{PORT}] }}\n");
+                let policy = sluice_sim::scenario::host_policy::parse(&text, "cc_cost").map_err(|e| anyhow::anyhow!("{e}"))?;
+                sluice_host::classes::apply(&policy, "cc_cost")?.map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
             let (obj, link) = register(&name, &bytes)?;
             let s0 = snapshot(&obj)?;
             let moved = bulk(&tb, &name, secs)?;
@@ -165,5 +192,10 @@ fn main() -> Result<()> {
     })();
     testbed::down(PREFIX)?;
     std::fs::write(stats_path, before.trim())?;
+    if class {
+        sluice_host::sys::cgroup_join(&home, std::process::id())?;
+        sluice_host::agent::unload()?;
+        let _ = std::fs::remove_dir(&cgroup);
+    }
     result
 }

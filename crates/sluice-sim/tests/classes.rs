@@ -116,3 +116,106 @@ flows = [{ src = 0, dst = 2, size = "2MB", class = "low" }, { src = 0, dst = 1, 
     assert!(high_fct < 1.25 * high.ideal_fct.secs_f64(), "high FCT {high_fct} vs ideal {}", high.ideal_fct);
     assert!(low.finish.unwrap() > high.finish.unwrap());
 }
+
+/// Two DCTCP senders into one 10 Gb/s port that marks above 30 KB; the class's `g` goes from
+/// 1/16 to 1 at 6 ms.
+const CHANGE: &str = r#"
+[sim]
+duration = "12ms"
+threads = 1
+[topology]
+kind = "star"
+hosts = 3
+host_rate = "10Gbps"
+host_delay = "2us"
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[classes.default]
+cc = "dctcp"
+[output.cwnd]
+interval = "20us"
+[[workloads]]
+kind = "bulk"
+senders = [0, 1]
+receiver = 2
+[[events]]
+at = "6ms"
+class = "default"
+params = { g = 1.0 }
+"#;
+
+/// Parameters that change after setup (the open CC draft's 7.2), the simulator's twin of
+/// sluice-host's `a_parameter_changed_mid_flow_reaches_open_connections`: each sender's steps are
+/// explained by g = 1/16 up to one step and g = 1 from there, and by neither alone (the same
+/// replay the kernel's trace passes); the cwnd trace is the unchanged run's until 6 ms and
+/// departs from it after; with g = 1, alpha is each window's marked fraction, so it swings more.
+#[test]
+fn a_class_parameter_changed_at_a_time_reaches_running_flows_at_their_next_ack() {
+    use sluice_sim::cc::portable::{record_steps, replay_changing, replay_with, Build, Record, REC_ACK};
+    let (world, trace) = record_steps(|| run_text(CHANGE, &[]));
+    let (b, a): (toml::Table, toml::Table) = (toml::from_str("g = 0.0625").unwrap(), toml::from_str("g = 1.0").unwrap());
+    // Every instance made is numbered (the builder probes the algorithm's needs too): the senders
+    // are the ones with data acknowledged.
+    let mut senders: Vec<u64> = trace.iter().filter(|r| r.kind == REC_ACK && r.sig.acked > 0).map(|r| r.flow).collect();
+    senders.dedup();
+    senders.sort();
+    senders.dedup();
+    assert_eq!(senders.len(), 2, "two senders");
+    for f in senders {
+        let own: Vec<Record> = trace.iter().filter(|r| r.flow == f).copied().collect();
+        let first = replay_with("dctcp", &b, Build::Standard, &own).unwrap().expect_err("g = 1/16 alone explained the flow");
+        replay_with("dctcp", &a, Build::Standard, &own).unwrap().expect_err("g = 1 alone explained the flow");
+        let at = (0..=first.index)
+            .rev()
+            .find(|&k| replay_changing("dctcp", &b, &a, k, Build::Standard, &own).unwrap().is_ok())
+            .unwrap_or_else(|| panic!("flow {f}: no single change of g explains the steps (first mismatch {first})"));
+        let acks = |rs: &[Record]| rs.iter().filter(|r| r.kind == REC_ACK).count();
+        println!("sender {f}: g = 1/16 for {} ACKs, then g = 1 for {}", acks(&own[..at]), acks(&own[at..]));
+        assert!(acks(&own[..at]) > 1_000 && acks(&own[at..]) > 1_000, "flow {f}: change at step {at} of {}", own.len());
+    }
+
+    let unchanged = run_text(&CHANGE.replace("params = { g = 1.0 }", "params = { g = 0.0625 }"), &[]);
+    let six = sluice_sim::time::Time::from_ms(6);
+    let (s, u) = (world.cwnd_samples(), unchanged.cwnd_samples());
+    let before = |v: &[sluice_sim::world::CwndSample]| v.iter().filter(|x| x.t < six).map(|x| (x.t, x.flow, x.cwnd)).collect::<Vec<_>>();
+    assert_eq!(before(s), before(u), "identical before the change");
+    let after = |v: &[sluice_sim::world::CwndSample]| v.iter().filter(|x| x.t >= six).map(|x| (x.t, x.flow, x.cwnd)).collect::<Vec<_>>();
+    assert_ne!(after(s), after(u), "the change shows in the cwnd trace");
+    let swing = |v: &[sluice_sim::world::CwndSample], from: u64, to: u64| {
+        let alphas: Vec<f64> = v
+            .iter()
+            .filter(|x| x.t >= sluice_sim::time::Time::from_ms(from) && x.t < sluice_sim::time::Time::from_ms(to))
+            .map(|x| x.state.iter().find(|(n, _)| *n == "alpha").unwrap().1)
+            .collect();
+        let mean = alphas.iter().sum::<f64>() / alphas.len() as f64;
+        (alphas.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / alphas.len() as f64).sqrt()
+    };
+    let (changed, kept) = (swing(s, 7, 12), swing(u, 7, 12));
+    println!("alpha's standard deviation over 7-12 ms: {changed:.4} with g = 1, {kept:.4} with g = 1/16");
+    assert!(changed > 2.0 * kept, "alpha's deviation after the change {changed:.4}, unchanged {kept:.4}");
+}
+
+#[test]
+fn bad_events_name_their_key_and_what_was_expected() {
+    let cases = [
+        ("class = \"defualt\"\nparams = { g = 1.0 }", "events[0].class: unknown class \"defualt\"; defined classes: default; did you mean `default`?"),
+        ("class = \"default\"\nparams = { g = 0.0 }", "events[0].params.g: expected a number in (0, 1], got 0"),
+        ("class = \"default\"\nparams = { gg = 1.0 }", "events[0].params.gg"),
+        ("class = \"default\"\nparams = { g = 0.5 }\nat = \"1s\"", "events[0].at: 1s is after sim.duration = 12ms"),
+    ];
+    for (entry, want) in cases {
+        let text = CHANGE.replace("at = \"6ms\"\nclass = \"default\"\nparams = { g = 1.0 }", &if entry.contains("at =") { entry.to_string() } else { format!("at = \"6ms\"\n{entry}") });
+        let loaded = sluice_sim::scenario::parse(&text, "t.toml", std::path::Path::new("."), &[]).unwrap_or_else(|e| panic!("{e}"));
+        let err = match sluice_sim::scenario::build(&loaded) {
+            Ok(_) => panic!("accepted: {entry}"),
+            Err(m) => loaded.error_at(m).to_string(),
+        };
+        assert!(err.contains(want), "{entry}: {err}");
+        assert!(err.starts_with("t.toml:"), "{err}");
+    }
+    let cubic = CHANGE.replace("cc = \"dctcp\"", "cc = \"cubic\"");
+    let loaded = sluice_sim::scenario::parse(&cubic, "t.toml", std::path::Path::new("."), &[]).unwrap();
+    let err = sluice_sim::scenario::build(&loaded).err().expect("cubic's parameters cannot change");
+    assert!(err.starts_with("events[0].class: class default runs cubic, whose parameters are fixed once a flow starts"), "{err}");
+}

@@ -186,6 +186,25 @@ pub trait CongestionControl: Send {
     fn state(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+
+    /// Takes new parameters mid-flow, its state carrying on (the open CC draft's 7.2: parameters
+    /// changed after setup). Only the portable algorithms can, as in the kernel.
+    fn set_params(&mut self, _params: &toml::Table) -> Result<(), String> {
+        Err(format!("{}'s parameters are fixed once a flow starts; the portable algorithms (newreno, dctcp, ecn_int, retcp) take changes", self.name()))
+    }
+}
+
+/// A class's parameters changed at a time (`[[events]]`): flows of the class running its
+/// algorithm take `params` at their first ACK at or after `at`, and flows that start later are
+/// built with them.
+#[derive(Clone)]
+pub struct ParamChange {
+    /// When the change happens.
+    pub at: Time,
+    /// The class's whole parameter table from then on.
+    pub params: toml::Table,
+    /// Builds the algorithm with those parameters.
+    pub factory: CcFactory,
 }
 
 /// Builds one algorithm instance per flow with parameters validated once.

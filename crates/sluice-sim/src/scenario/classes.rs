@@ -3,8 +3,8 @@
 //! applications' intents mapped to classes). One schema and one set of checks, so a class means
 //! the same in the simulator and on a real host (`docs/platform.md`).
 
-use crate::cc::{self, CcFactory};
-use crate::time::Rate;
+use crate::cc::{self, CcFactory, ParamChange};
+use crate::time::{Rate, Time};
 use crate::transport::rdma::ClassNic;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -250,4 +250,56 @@ fn overlap(a: &MatchRules, b: &MatchRules) -> Option<String> {
     });
     criterion!(cgroups, |x: &Vec<String>, y: &Vec<String>| x.iter().find(|t| y.contains(t)).map(|t| format!("\"{t}\"")));
     (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// An `[[events]]` entry: at `at`, class `class`'s parameters change to its own overlaid with
+/// `params` (and with every earlier change's). Its flows take them at their next ACK.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassEvent {
+    /// When.
+    pub at: Time,
+    /// The class whose parameters change.
+    pub class: String,
+    /// The parameters that change.
+    pub params: toml::Table,
+}
+
+/// Checks `[[events]]` against the classes and returns each class's changes in time order.
+pub fn check_events(events: &[ClassEvent], classes: &[CheckedClass], duration: Option<Time>) -> Result<Vec<Vec<ParamChange>>, String> {
+    let mut out: Vec<Vec<ParamChange>> = vec![Vec::new(); classes.len()];
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| events[i].at); // stable: same-time changes apply in file order
+    for i in order {
+        let e = &events[i];
+        let names = classes.iter().map(|c| c.name.as_str());
+        let Some(k) = classes.iter().position(|c| c.name == e.class) else {
+            return Err(format!(
+                "events[{i}].class: unknown class \"{}\"; defined classes: {}{}",
+                e.class,
+                names.clone().collect::<Vec<_>>().join(", "),
+                crate::words::did_you_mean(&e.class, names)
+            ));
+        };
+        let c = &classes[k];
+        if !cc::portable::PORTABLE.contains(&c.cc) || c.config.transport == ClassTransport::Rdma {
+            return Err(format!(
+                "events[{i}].class: class {} runs {}, whose parameters are fixed once a flow starts; changes after setup reach TCP classes of the portable algorithms ({})",
+                c.name,
+                c.cc,
+                cc::portable::PORTABLE.join(", ")
+            ));
+        }
+        if c.cc == "newreno" && e.params.contains_key("ecn") {
+            return Err(format!("events[{i}].params.ecn: NewReno's ECN is negotiated when a connection opens and cannot change after"));
+        }
+        if let Some(d) = duration.filter(|d| e.at > *d) {
+            return Err(format!("events[{i}].at: {} is after sim.duration = {d}, so the change would never happen", e.at));
+        }
+        let mut params = out[k].last().map_or_else(|| c.params.clone(), |p| p.params.clone());
+        params.extend(e.params.clone());
+        let factory = cc::factory(c.cc, &params).map_err(|m| format!("events[{i}].params.{m}"))?;
+        out[k].push(ParamChange { at: e.at, params, factory });
+    }
+    Ok(out)
 }

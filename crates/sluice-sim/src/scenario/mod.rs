@@ -43,6 +43,9 @@ pub struct Scenario {
     /// Traffic.
     #[serde(default)]
     pub workloads: Vec<WorkloadConfig>,
+    /// Changes during the run: a class's parameters at a time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<classes::ClassEvent>,
     /// Optional time series.
     #[serde(default)]
     pub output: OutputConfig,
@@ -745,7 +748,7 @@ pub(crate) fn parse_edited(
 /// Key paths (with `*` for any name or index) whose value must be a table, never a list.
 const TABLE_KEYS: &[&str] = &[
     "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
-    "classes.*.match", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
+    "classes.*.match", "events.*", "events.*.params", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
     "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt", "pfc", "rdma",
 ];
 
@@ -1057,9 +1060,12 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(Parts, Footpri
         intents: classes::check_intents(&sc.policy, &checked)?,
         rules: classes::check_matches(&checked, classes::Side::Simulator { priorities: sc.switch.priorities })?,
     };
+    let mut changes = classes::check_events(&sc.events, &checked, sc.sim.duration)?;
     let classes: Vec<ClassRuntime> = checked
         .into_iter()
-        .map(|c| ClassRuntime {
+        .enumerate()
+        .map(|(i, c)| ClassRuntime {
+            changes: std::mem::take(&mut changes[i]).into(),
             cc: c.cc.to_string(),
             factory: c.factory,
             priority: c.config.priority,

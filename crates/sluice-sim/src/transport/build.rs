@@ -31,6 +31,19 @@ pub struct ClassRuntime {
     pub rdma: bool,
     /// What its queue pairs' NICs do where sources differ.
     pub nic: ClassNic,
+    /// Its parameter changes during the run (`[[events]]`), in time order.
+    pub changes: std::sync::Arc<[crate::cc::ParamChange]>,
+}
+
+impl ClassRuntime {
+    /// The algorithm's builder for a flow that starts at `start` (the last change made by then),
+    /// and the changes still to come for it.
+    pub fn at(&self, start: Time) -> (&CcFactory, Option<std::sync::Arc<[crate::cc::ParamChange]>>) {
+        let made = self.changes.iter().take_while(|c| c.at <= start).count();
+        let factory = self.changes[..made].last().map_or(&self.factory, |c| &c.factory);
+        let later = (made < self.changes.len()).then(|| self.changes[made..].into());
+        (factory, later)
+    }
 }
 
 /// TCP-INT as the run uses it.
@@ -79,8 +92,9 @@ impl TransportBuilder {
         let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO };
         // What the algorithm needs decides the options its segments carry, and so the flow's
         // real MSS, which its base RTT and ideal FCT are measured at.
+        let (factory, later) = class.at(spec.start);
         let (needs_int, needs_hops) = {
-            let probe = (class.factory)(&ctx);
+            let probe = factory(&ctx);
             (probe.needs_int(), probe.needs_hop_records())
         };
         let both_int = self.int.host_supports[spec.src] && self.int.host_supports[spec.dst];
@@ -96,7 +110,10 @@ impl TransportBuilder {
         let frame_at = |m: u64| self.tcp.frame(spec.size.unwrap_or(m).min(m)) as u64;
         ctx.base_rtt = self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(mss));
         let base_rtt = if flow_mss == mss { ctx.base_rtt } else { self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(flow_mss)) };
-        let sender = Sender::new(&self.tcp, spec.size, (class.factory)(&ctx));
+        let mut sender = Sender::new(&self.tcp, spec.size, factory(&ctx));
+        if let Some(later) = later {
+            sender.schedule_changes(later);
+        }
         let offer = crate::cc::negotiation::Offer {
             needs_int: sender.cc_needs_int(),
             needs_ecn: self.tcp.ecn && sender.cc.ecn_mode() == EcnMode::PerPacket,

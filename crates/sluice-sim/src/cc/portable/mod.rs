@@ -96,6 +96,8 @@ struct Entry<P: 'static> {
     on_ack: unsafe extern "C" fn(*mut State, *const P, *const Signals, *mut CWindow),
     on_event: unsafe extern "C" fn(*mut State, *const P, u32, *mut CWindow),
     vars: unsafe extern "C" fn(*const State, *mut CVar) -> u32,
+    /// Reads a parameter table into the C parameters, with the registry's checks.
+    parse: fn(&toml::Table) -> Result<P, String>,
     flags: &'static u32,
     state_size: &'static u32,
 }
@@ -211,14 +213,14 @@ pub enum Build {
 }
 
 macro_rules! entry {
-    ($name:literal, $init:ident, $ack:ident, $ev:ident, $vars:ident, $flags:ident, $size:ident) => {
+    ($name:literal, $init:ident, $ack:ident, $ev:ident, $vars:ident, $parse:ident, $flags:ident, $size:ident) => {
         // SAFETY: the statics are immutable C constants defined by build.rs's objects.
-        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, vars: $vars, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
+        Entry { name: $name, init: $init, on_ack: $ack, on_event: $ev, vars: $vars, parse: $parse, flags: unsafe { &$flags }, state_size: unsafe { &$size } }
     };
 }
 
 fn newreno(b: Build) -> Entry<NewrenoParams> {
-    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_vars, newreno_flags, newreno_state_size);
+    let e = entry!("newreno", newreno_init, newreno_on_ack, newreno_on_event, newreno_vars, newreno_params, newreno_flags, newreno_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_newreno_init, on_ack: mutant_newreno_on_ack, on_event: mutant_newreno_on_event, ..e },
@@ -226,7 +228,7 @@ fn newreno(b: Build) -> Entry<NewrenoParams> {
 }
 
 fn dctcp(b: Build) -> Entry<DctcpParams> {
-    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_vars, dctcp_flags, dctcp_state_size);
+    let e = entry!("dctcp", dctcp_init, dctcp_on_ack, dctcp_on_event, dctcp_vars, dctcp_params, dctcp_flags, dctcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_dctcp_init, on_ack: mutant_dctcp_on_ack, on_event: mutant_dctcp_on_event, ..e },
@@ -234,7 +236,7 @@ fn dctcp(b: Build) -> Entry<DctcpParams> {
 }
 
 fn ecn_int(b: Build) -> Entry<EcnIntParams> {
-    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_vars, ecn_int_flags, ecn_int_state_size);
+    let e = entry!("ecn_int", ecn_int_init, ecn_int_on_ack, ecn_int_on_event, ecn_int_vars, ecn_int_params, ecn_int_flags, ecn_int_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_ecn_int_init, on_ack: mutant_ecn_int_on_ack, on_event: mutant_ecn_int_on_event, ..e },
@@ -242,7 +244,7 @@ fn ecn_int(b: Build) -> Entry<EcnIntParams> {
 }
 
 fn retcp(b: Build) -> Entry<RetcpParams> {
-    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_vars, retcp_flags, retcp_state_size);
+    let e = entry!("retcp", retcp_init, retcp_on_ack, retcp_on_event, retcp_vars, retcp_params, retcp_flags, retcp_state_size);
     match b {
         Build::Standard => e,
         Build::Mutant => Entry { init: mutant_retcp_init, on_ack: mutant_retcp_on_ack, on_event: mutant_retcp_on_event, ..e },
@@ -356,6 +358,11 @@ fn cwindow(w: &Window) -> CWindow {
 impl<P: Copy + Send + Sync + 'static> CongestionControl for Portable<P> {
     fn name(&self) -> &'static str {
         self.entry.name
+    }
+
+    fn set_params(&mut self, params: &toml::Table) -> Result<(), String> {
+        self.params = (self.entry.parse)(params)?;
+        Ok(())
     }
 
     fn ecn_mode(&self) -> EcnMode {

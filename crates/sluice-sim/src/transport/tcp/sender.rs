@@ -7,7 +7,7 @@ use super::sack::RangeSet;
 use super::tlp::TailLossProbe;
 use super::tlt::TltSender;
 use super::TcpConfig;
-use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, Window};
+use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, ParamChange, Window};
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::tcp_int::IntEncoding;
 use crate::event::TimerSlot;
@@ -126,6 +126,10 @@ pub struct Sender {
     pub tlp: Option<TailLossProbe>,
     /// A delivered probe showed every unacknowledged byte below this lost (0: none).
     probe_lost_below: u64,
+    /// Its class's parameter changes still to come, and when the next one is due (`Time::MAX`:
+    /// none): the first ACK at or after it hands the algorithm the new parameters.
+    changes: Option<std::sync::Arc<[ParamChange]>>,
+    next_change_at: Time,
 }
 
 impl Sender {
@@ -216,12 +220,40 @@ impl Sender {
             tlt: cfg.tlt.then(TltSender::default),
             tlp: cfg.tlp.then(|| TailLossProbe::new(cfg.delayed_ack.unwrap_or(Time::ZERO))),
             probe_lost_below: 0,
+            changes: None,
+            next_change_at: Time::MAX,
+        }
+    }
+
+    /// Hands the algorithm each of `changes` (in time order) at its first ACK at or after the
+    /// change's time.
+    pub fn schedule_changes(&mut self, changes: std::sync::Arc<[ParamChange]>) {
+        self.next_change_at = changes.first().map_or(Time::MAX, |c| c.at);
+        self.changes = Some(changes);
+    }
+
+    /// Applies the changes due at `now` and arms the next.
+    #[cold]
+    fn take_changes(&mut self, now: Time) {
+        let Some(changes) = self.changes.take() else { return };
+        let due = changes.iter().take_while(|c| c.at <= now).count();
+        if let Some(c) = changes[..due].last() {
+            // Checked when the scenario was: the class runs a portable algorithm.
+            let taken = self.cc.set_params(&c.params);
+            debug_assert!(taken.is_ok(), "{taken:?}");
+        }
+        self.next_change_at = changes.get(due).map_or(Time::MAX, |c| c.at);
+        if due < changes.len() {
+            self.changes = Some(changes[due..].into());
         }
     }
 
     /// Runs `cc` instead of the algorithm the flow started with (negotiation fell back), from the
     /// initial window, before any data was sent.
     pub fn replace_cc(&mut self, mut cc: Box<dyn CongestionControl>) {
+        // A fallback keeps its own defaults: the class's changes are for the class's algorithm.
+        self.changes = None;
+        self.next_change_at = Time::MAX;
         self.ecn_mode = if self.ecn_allowed { cc.ecn_mode() } else { EcnMode::Off };
         self.win = Window { cwnd: self.init_cwnd, ssthresh: u64::MAX, pacing_rate: None, mss: self.win.mss };
         cc.init(&mut self.win);
@@ -567,6 +599,9 @@ impl Sender {
             signals.hops = Some(*h);
         }
         self.last_echo = signals.int;
+        if now >= self.next_change_at {
+            self.take_changes(now);
+        }
         self.cc.on_ack(&signals, &mut self.win);
 
         if !self.persistent && self.size.is_some_and(|s| self.una >= s) {
