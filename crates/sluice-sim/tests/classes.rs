@@ -219,3 +219,54 @@ fn bad_events_name_their_key_and_what_was_expected() {
     let err = sluice_sim::scenario::build(&loaded).err().expect("cubic's parameters cannot change");
     assert!(err.starts_with("events[0].class: class default runs cubic, whose parameters are fixed once a flow starts"), "{err}");
 }
+
+/// Eight 1 MB flows into one 10 Gb/s port at once: four must finish within 6 ms, four within
+/// 20 ms. Sharing equally, all finish near 6.6 ms and the four tight ones miss.
+const DEADLINES: &str = r#"
+[topology]
+kind = "star"
+hosts = 9
+host_rate = "10Gbps"
+host_delay = "2us"
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[classes.default]
+cc = "dctcp"
+[policy]
+deadline = "default"
+[[workloads]]
+kind = "flows"
+deadline = "6ms"
+flows = [{ src = 0, dst = 8, size = "1MB" }, { src = 1, dst = 8, size = "1MB" }, { src = 2, dst = 8, size = "1MB" }, { src = 3, dst = 8, size = "1MB" }]
+[[workloads]]
+kind = "flows"
+deadline = "20ms"
+flows = [{ src = 4, dst = 8, size = "1MB" }, { src = 5, dst = 8, size = "1MB" }, { src = 6, dst = 8, size = "1MB" }, { src = 7, dst = 8, size = "1MB" }]
+"#;
+
+/// A deadline changes how a flow is treated, not only how it is counted: under D2TCP (Vamanan et
+/// al., SIGCOMM 2012) the flows near their deadline back off less and the far ones more, so the
+/// tight flows finish sooner than under DCTCP and more deadlines are met, while every loose flow
+/// still meets its own.
+#[test]
+fn d2tcp_meets_deadlines_that_dctcp_misses() {
+    let outcome = |cc: &str| {
+        let world = run_text(DEADLINES, &[&format!("classes.default.cc=\"{cc}\"")]);
+        let fct = |i: usize| {
+            let f = &world.flows()[i];
+            (f.finish.expect("every flow finishes") - f.start).secs_f64() * 1e3
+        };
+        let met = (0..8).filter(|&i| fct(i) <= if i < 4 { 6.0 } else { 20.0 }).count();
+        let tight = (0..4).map(fct).sum::<f64>() / 4.0;
+        let loose_met = (4..8).all(|i| fct(i) <= 20.0);
+        println!("{cc}: {met} of 8 deadlines met; tight flows' mean FCT {tight:.2} ms; FCTs {:?}", (0..8).map(|i| (fct(i) * 100.0).round() / 100.0).collect::<Vec<_>>());
+        (met, tight, loose_met)
+    };
+    let (dctcp_met, dctcp_tight, _) = outcome("dctcp");
+    let (d2tcp_met, d2tcp_tight, loose_met) = outcome("d2tcp");
+    assert_eq!(dctcp_met, 4, "DCTCP shares the port: every tight flow misses");
+    assert_eq!(d2tcp_met, 8, "D2TCP meets every deadline");
+    assert!(d2tcp_tight < 0.9 * dctcp_tight, "tight flows' mean FCT: D2TCP {d2tcp_tight:.2} ms, DCTCP {dctcp_tight:.2} ms");
+    assert!(loose_met, "the loose flows still meet their deadline");
+}

@@ -314,6 +314,8 @@ mod tests {
             init_cwnd: 10 * MSS,
             link_rate: crate::time::Rate::gbps(10),
             base_rtt: Time::from_us(10),
+            size: None,
+            deadline: None,
         };
         let f = factory(&toml::Table::new()).unwrap();
         assert_eq!((f(&ctx).name(), f(&ctx).ecn_mode()), ("cubic", EcnMode::Off));

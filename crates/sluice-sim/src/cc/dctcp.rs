@@ -25,7 +25,8 @@ impl Default for Params {
     }
 }
 
-pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
+/// DCTCP's parameters, checked.
+pub(super) fn params(params: &toml::Table) -> Result<(f64, f64), String> {
     let p: Params = parse_params(params)?;
     if !(p.g > 0.0 && p.g <= 1.0) {
         return Err(format!("g: expected a number in (0, 1], got {}", p.g));
@@ -33,7 +34,12 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     if !(0.0..=1.0).contains(&p.alpha_init) {
         return Err(format!("alpha_init: expected a number in [0, 1], got {}", p.alpha_init));
     }
-    Ok(Arc::new(move |_: &FlowContext| Box::new(Dctcp::new(p.g, p.alpha_init)) as Box<dyn CongestionControl>))
+    Ok((p.g, p.alpha_init))
+}
+
+pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
+    let (g, alpha_init) = self::params(params)?;
+    Ok(Arc::new(move |_: &FlowContext| Box::new(Dctcp::new(g, alpha_init)) as Box<dyn CongestionControl>))
 }
 
 /// DCTCP per RFC 8257 with per-packet ECN echo.
@@ -95,13 +101,19 @@ impl Dctcp {
     /// DCTCP's ACK handling with a second congestion estimate in [0, 1] (0: none): a positive one
     /// counts as a mark, and a cut uses the larger of it and alpha. ECN+INT builds on this.
     pub(super) fn on_ack_with(&mut self, ack: &AckSignals, win: &mut Window, other: f64) {
+        self.on_ack_penalty(ack, win, other > 0.0, |alpha| alpha.max(other));
+    }
+
+    /// DCTCP's ACK handling where a cut takes `penalty(alpha) / 2` of the window; `signal`
+    /// counts as a mark. D2TCP and ECN+INT build on this.
+    pub(super) fn on_ack_penalty(&mut self, ack: &AckSignals, win: &mut Window, signal: bool, penalty: impl FnOnce(f64) -> f64) {
         self.observe(ack);
         if ack.in_recovery {
             return;
         }
-        let signalled = ack.ce_bytes > 0 || ack.ece || other > 0.0;
+        let signalled = ack.ce_bytes > 0 || ack.ece || signal;
         if signalled && ack.snd_una >= self.cwr_end {
-            self.reduce(self.alpha.max(other), win);
+            self.reduce(penalty(self.alpha), win);
             self.cwr_end = ack.snd_nxt;
             return;
         }
@@ -288,6 +300,8 @@ mod tests {
             init_cwnd: 10 * MSS,
             link_rate: crate::time::Rate::gbps(10),
             base_rtt: Time::from_us(10),
+            size: None,
+            deadline: None,
         };
         let cc = factory(&toml::Table::new()).unwrap()(&ctx);
         assert_eq!((cc.name(), cc.ecn_mode()), ("dctcp_ref", EcnMode::PerPacket));

@@ -9,6 +9,7 @@ use std::sync::Arc;
 mod bbr;
 mod cubic;
 mod dcqcn;
+mod d2tcp;
 mod dctcp;
 mod dctcp_rate;
 mod ecn_int;
@@ -142,6 +143,10 @@ pub struct FlowContext {
     pub link_rate: Rate,
     /// Round-trip propagation plus serialization delay of the flow's path with no queueing.
     pub base_rtt: Time,
+    /// Bytes the flow carries; `None` for an endless one.
+    pub size: Option<u64>,
+    /// When the flow should have completed (its start plus the application's deadline).
+    pub deadline: Option<Time>,
 }
 
 /// One congestion-control algorithm instance, owning the state of one flow.
@@ -315,6 +320,13 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         summary: "the Rust NewReno the portable one replaced, kept as a reference",
         params: newreno::PARAMS,
         build: newreno::factory,
+    },
+    AlgorithmInfo {
+        name: "d2tcp",
+        aliases: &[],
+        summary: "D2TCP (SIGCOMM 2012): DCTCP whose cut alpha^d / 2 weighs the deadline's imminence d (0.5-2); d = 1 without a deadline",
+        params: d2tcp::PARAMS,
+        build: d2tcp::factory,
     },
     AlgorithmInfo {
         name: "dctcp_ref",

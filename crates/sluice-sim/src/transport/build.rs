@@ -89,7 +89,8 @@ impl TransportBuilder {
             return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate);
         }
         let mss = self.tcp.mss();
-        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO };
+        let deadline = spec.qos.deadline.map(|d| spec.start + d);
+        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO, size: spec.size, deadline };
         // What the algorithm needs decides the options its segments carry, and so the flow's
         // real MSS, which its base RTT and ideal FCT are measured at.
         let (factory, later) = class.at(spec.start);
@@ -160,7 +161,7 @@ impl TransportBuilder {
         let (cfg, tlt) = &self.rdma;
         let mtu = cfg.mtu as u64;
         let full = path_rtt(fabric, src, dst, hash_fwd, hash_rev, cfg.frame(mtu) as u64, cfg.ack_frame() as u64);
-        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full };
+        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None };
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = path_rtt(fabric, src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
