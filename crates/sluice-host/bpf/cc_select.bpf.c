@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "tcp_int.h"
+#include "class_maps.h"
 
 #define SOL_SOCKET 1
 #define SO_PRIORITY 12
@@ -55,22 +56,7 @@ struct {
 	__type(value, __u64);
 } class_counters SEC(".maps");
 
-/* A socket's class; a listener's is cloned to the connections it accepts. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
-	__type(key, int);
-	__type(value, struct sluice_class_sk);
-} class_sk SEC(".maps");
 
-/* Each class's parameters for the portable algorithms; this program only creates the map (the
- * agent pins it), the algorithms read it (scc_kernel.h). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLUICE_CLASS_IDS);
-	__type(key, __u32);
-	__type(value, struct scc_class_params);
-} class_params SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {

@@ -41,21 +41,8 @@ struct {
 /* Set by the loader: this algorithm's id in the class table's parameters (0: none). */
 const volatile __u32 scc_alg_id = 0;
 
-/* The agent's class maps, reused by file descriptor at load time: which class a socket is in
- * (cc_select.bpf.c writes it) and each class's parameters. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
-	__type(key, int);
-	__type(value, struct sluice_class_sk);
-} class_sk SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLUICE_CLASS_IDS);
-	__type(key, __u32);
-	__type(value, struct scc_class_params);
-} class_params SEC(".maps");
+/* The agent's class maps (class_maps.h), reused by file descriptor at load time. */
+#include "class_maps.h"
 
 /* Connections numbered as they start, for the trace. */
 __u64 scc_flows = 0;

@@ -152,7 +152,7 @@ params = { g = 1.0 }
 /// departs from it after; with g = 1, alpha is each window's marked fraction, so it swings more.
 #[test]
 fn a_class_parameter_changed_at_a_time_reaches_running_flows_at_their_next_ack() {
-    use sluice_sim::cc::portable::{record_steps, replay_changing, replay_with, Build, Record, REC_ACK};
+    use sluice_sim::cc::portable::{change_point, record_steps, replay_with, Build, Record, REC_ACK};
     let (world, trace) = record_steps(|| run_text(CHANGE, &[]));
     let (b, a): (toml::Table, toml::Table) = (toml::from_str("g = 0.0625").unwrap(), toml::from_str("g = 1.0").unwrap());
     // Every instance made is numbered (the builder probes the algorithm's needs too): the senders
@@ -164,12 +164,8 @@ fn a_class_parameter_changed_at_a_time_reaches_running_flows_at_their_next_ack()
     assert_eq!(senders.len(), 2, "two senders");
     for f in senders {
         let own: Vec<Record> = trace.iter().filter(|r| r.flow == f).copied().collect();
-        let first = replay_with("dctcp", &b, Build::Standard, &own).unwrap().expect_err("g = 1/16 alone explained the flow");
         replay_with("dctcp", &a, Build::Standard, &own).unwrap().expect_err("g = 1 alone explained the flow");
-        let at = (0..=first.index)
-            .rev()
-            .find(|&k| replay_changing("dctcp", &b, &a, k, Build::Standard, &own).unwrap().is_ok())
-            .unwrap_or_else(|| panic!("flow {f}: no single change of g explains the steps (first mismatch {first})"));
+        let at = change_point("dctcp", &b, &a, Build::Standard, &own).unwrap().unwrap_or_else(|| panic!("sender {f}: g = 1/16 alone, or no single change of g, explains the steps"));
         let acks = |rs: &[Record]| rs.iter().filter(|r| r.kind == REC_ACK).count();
         println!("sender {f}: g = 1/16 for {} ACKs, then g = 1 for {}", acks(&own[..at]), acks(&own[at..]));
         assert!(acks(&own[..at]) > 1_000 && acks(&own[at..]) > 1_000, "flow {f}: change at step {at} of {}", own.len());

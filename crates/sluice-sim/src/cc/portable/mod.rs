@@ -682,6 +682,20 @@ pub fn replay_changing(
     }
 }
 
+/// Where a one-flow trace's parameters changed from `before` to `after` (draft 7.2): the last
+/// record `k` such that `before` up to it and `after` from it explain every step. `None` when
+/// `before` alone explains the trace, or no single change does.
+pub fn change_point(name: &str, before: &toml::Table, after: &toml::Table, build: Build, trace: &[Record]) -> Result<Option<usize>, String> {
+    let Err(first) = replay_with(name, before, build, trace)? else { return Ok(None) };
+    // The change took effect at or before the first record `before` cannot explain.
+    for k in (0..=first.index).rev() {
+        if replay_changing(name, before, after, k, build, trace)?.is_ok() {
+            return Ok(Some(k));
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
