@@ -212,6 +212,22 @@ fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
     assert_eq!(chosen(&pair(7100)).0, "cubic");
     assert_eq!(chosen(&fast).0, "bbr");
 
+    // The classes' counts in the Prometheus export.
+    let mut export = sluice().args(["host", "export", "--listen", "127.0.0.1:9379", "--duration", "3"]).stderr(Stdio::null()).spawn().unwrap();
+    let mut metrics = String::new();
+    wait_for("the export's answer", || {
+        let Ok(mut c) = TcpStream::connect((Ipv4Addr::LOCALHOST, 9379)) else { return false };
+        metrics.clear();
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        c.write_all(b"GET /metrics HTTP/1.0\r\nConnection: close\r\n\r\n").is_ok() && c.read_to_string(&mut metrics).is_ok() && metrics.contains("sluice_class")
+    });
+    export.kill().unwrap();
+    export.wait().unwrap();
+    let (open, opened) = counts("bulk");
+    assert!(metrics.contains(&format!("sluice_class_connections_open{{class=\"bulk\",cc=\"newreno\"}} {open}")), "{metrics}");
+    assert!(metrics.contains(&format!("sluice_class_connections_total{{class=\"bulk\",cc=\"newreno\"}} {opened}")), "{metrics}");
+    assert!(metrics.contains("sluice_policy_version 2"), "{metrics}");
+
     a.signal(nix::sys::signal::Signal::SIGTERM);
     let out = a.wait();
     assert!(out.status.success(), "the agent's exit on SIGTERM: {out:?}");

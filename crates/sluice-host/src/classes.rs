@@ -366,6 +366,41 @@ pub fn counts(id: u32) -> Result<ClassCounts> {
     Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2] })
 }
 
+/// The policy in force as Prometheus metrics, for `sluice host export`: its generation and
+/// version, and each class's connections.
+pub fn prometheus_text() -> Result<String> {
+    let Some(a) = applied()? else { return Ok(String::new()) };
+    let counts = a.classes.iter().map(|c| counts(c.id)).collect::<Result<Vec<_>>>()?;
+    Ok(metrics(&a, &counts))
+}
+
+/// [`prometheus_text`] of a policy and its classes' counts.
+fn metrics(a: &Applied, counts: &[ClassCounts]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "# HELP sluice_policy_generation The agent's generation of the policy in force.\n# TYPE sluice_policy_generation gauge");
+    let _ = writeln!(s, "sluice_policy_generation {}", a.generation);
+    if let Some(v) = a.version {
+        let _ = writeln!(s, "# HELP sluice_policy_version The operator's version of the policy in force.\n# TYPE sluice_policy_version gauge");
+        let _ = writeln!(s, "sluice_policy_version {v}");
+    }
+    let _ = writeln!(s, "# HELP sluice_policy_refused Whether the last policy read was refused (the one in force stays).\n# TYPE sluice_policy_refused gauge");
+    let _ = writeln!(s, "sluice_policy_refused {}", u8::from(a.refused.is_some()));
+    type Figure = (&'static str, &'static str, &'static str, fn(&ClassCounts) -> u64);
+    let figures: [Figure; 3] = [
+        ("sluice_class_connections_open", "gauge", "Connections of the class open now.", ClassCounts::open),
+        ("sluice_class_connections_total", "counter", "Connections the class took.", |n| n.opened),
+        ("sluice_class_cc_failures_total", "counter", "Connections whose algorithm the kernel refused.", |n| n.cc_failed),
+    ];
+    for (name, kind, help, f) in figures {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (c, n) in a.classes.iter().zip(counts) {
+            let _ = writeln!(s, "{name}{{class=\"{}\",cc=\"{}\"}} {}", c.name, c.cc, f(n));
+        }
+    }
+    s
+}
+
 /// The policy part of `sluice agent status` and `sluice host status`.
 pub fn status_text() -> Result<String> {
     use std::fmt::Write;
@@ -402,4 +437,38 @@ pub fn status_text() -> Result<String> {
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_name_each_class_and_its_algorithm() {
+        let class = |name: &str, id, cc: &str| AppliedClass {
+            name: name.into(),
+            id,
+            cc: cc.into(),
+            priority: 0,
+            fallback: "cubic".into(),
+            params: toml::Table::new(),
+            dst_ports: vec![],
+            cgroups: vec![],
+        };
+        let a = Applied { version: Some(7), generation: 3, classes: vec![class("bulk", 1, "dctcp"), class("default", 2, "cubic")], ..Applied::default() };
+        let counts = [ClassCounts { opened: 10, closed: 4, cc_failed: 1 }, ClassCounts { opened: 2, closed: 2, cc_failed: 0 }];
+        let m = metrics(&a, &counts);
+        for line in [
+            "sluice_policy_generation 3",
+            "sluice_policy_version 7",
+            "sluice_policy_refused 0",
+            "sluice_class_connections_open{class=\"bulk\",cc=\"dctcp\"} 6",
+            "sluice_class_connections_total{class=\"bulk\",cc=\"dctcp\"} 10",
+            "sluice_class_cc_failures_total{class=\"bulk\",cc=\"dctcp\"} 1",
+            "sluice_class_connections_open{class=\"default\",cc=\"cubic\"} 0",
+            "# TYPE sluice_class_connections_total counter",
+        ] {
+            assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
+        }
+    }
 }

@@ -129,8 +129,8 @@ pub struct AgentArgs {
     /// The policy to run: `[classes]` (and `version`) in a scenario's schema (docs/platform.md).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// The cgroup whose connections the agent sees, when it loads the programs itself (the
-    /// whole host: /sys/fs/cgroup/unified).
+    /// The cgroup whose connections (its processes' and its descendants') the agent sees, when it
+    /// loads the programs itself; /sys/fs/cgroup/unified for the whole host.
     #[arg(long, default_value = agent::DEFAULT_CGROUP)]
     cgroup: PathBuf,
     /// How often the policy file is looked at for changes, in milliseconds.
@@ -161,7 +161,7 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
         }
         (None, Some(policy)) => {
             let opts = crate::service::AgentOptions { policy, cgroup: args.cgroup, poll: Duration::from_millis(args.poll_ms) };
-            if crate::service::run(&opts, None)? == crate::service::Stopped::Refused {
+            if crate::service::run(&opts)? == crate::service::Stopped::Refused {
                 bail!("the agent did not start");
             }
         }

@@ -47,8 +47,8 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
 }
 
-/// Runs the agent until SIGTERM or SIGINT (or `stop`, set by a caller that runs it on a thread).
-pub fn run(opts: &AgentOptions, stop: Option<Arc<AtomicBool>>) -> Result<Stopped> {
+/// Runs the agent until SIGTERM or SIGINT.
+pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     sys::require_root("running the agent")?;
     let file = std::fs::canonicalize(&opts.policy).unwrap_or_else(|_| opts.policy.clone()).display().to_string();
     let first = match check(&opts.policy) {
@@ -81,7 +81,7 @@ pub fn run(opts: &AgentOptions, stop: Option<Arc<AtomicBool>>) -> Result<Stopped
     }
     put_in_force(&first, &file)?;
 
-    let term = stop.unwrap_or_default();
+    let term = Arc::new(AtomicBool::new(false));
     let hup = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, term.clone())?;

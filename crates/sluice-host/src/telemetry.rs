@@ -439,7 +439,8 @@ pub fn export(listen: &str, duration: Option<Duration>) -> Result<()> {
         while !d2.load(Ordering::SeqCst) {
             let Ok(Some(req)) = s2.recv_timeout(Duration::from_millis(200)) else { continue };
             let counters = agent::read_counters("agent_counters", agent::COUNTERS.len()).unwrap_or_default();
-            let body = prometheus_text(&f2.lock().unwrap(), &counters, &enc);
+            let mut body = prometheus_text(&f2.lock().unwrap(), &counters, &enc);
+            body.push_str(&crate::classes::prometheus_text().unwrap_or_default());
             let header = tiny_http::Header::from_bytes("Content-Type", "text/plain; version=0.0.4").expect("static header");
             let _ = req.respond(tiny_http::Response::from_string(body).with_header(header));
         }
