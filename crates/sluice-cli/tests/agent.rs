@@ -114,12 +114,7 @@ fn pair(port: u16) -> (TcpStream, TcpStream) {
 }
 
 fn congestion_control(s: &TcpStream) -> String {
-    let mut name = [0u8; 16];
-    let mut len = name.len() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `name`.
-    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_mut_ptr().cast(), &mut len) };
-    assert_eq!(rc, 0, "getsockopt TCP_CONGESTION");
-    String::from_utf8_lossy(&name[..name.iter().position(|&c| c == 0).unwrap_or(16)]).into_owned()
+    sys::congestion_control(s).expect("the socket's algorithm")
 }
 
 fn priority(s: &TcpStream) -> i32 {

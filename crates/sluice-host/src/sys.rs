@@ -205,3 +205,15 @@ pub fn cpu_mhz() -> Option<f64> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse().ok()
 }
+
+/// The congestion-control algorithm a TCP socket runs (`TCP_CONGESTION`).
+pub fn congestion_control(s: &impl std::os::fd::AsRawFd) -> Result<String> {
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `name`.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        bail!("getsockopt TCP_CONGESTION: {}", std::io::Error::last_os_error());
+    }
+    Ok(String::from_utf8_lossy(&name[..name.iter().position(|&c| c == 0).unwrap_or(16)]).into_owned())
+}

@@ -158,7 +158,6 @@ fn a_class_parameter_changed_at_a_time_reaches_running_flows_at_their_next_ack()
     // Every instance made is numbered (the builder probes the algorithm's needs too): the senders
     // are the ones with data acknowledged.
     let mut senders: Vec<u64> = trace.iter().filter(|r| r.kind == REC_ACK && r.sig.acked > 0).map(|r| r.flow).collect();
-    senders.dedup();
     senders.sort();
     senders.dedup();
     assert_eq!(senders.len(), 2, "two senders");
