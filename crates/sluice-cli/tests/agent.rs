@@ -243,7 +243,7 @@ fn a_bad_policy_is_refused_whole_and_sighup_applies_a_fixed_one() {
     let errors = applied.refused.as_ref().unwrap().errors.join("\n");
     let file = a.policy().display().to_string();
     assert!(
-        errors.starts_with(&format!("{file}:9: classes.fast.cc: hpcc runs only in the simulator; on this host the algorithms are newreno, dctcp, ecn_int, retcp, cubic")),
+        errors.starts_with(&format!("{file}:9: classes.fast.cc: hpcc runs only in the simulator; on this host the algorithms are newreno, dctcp, ecn_int, retcp, reno, cubic")),
         "{errors}"
     );
     assert_eq!(applied.version, Some(1), "the policy in force");
@@ -273,7 +273,9 @@ fn bad_policies_name_file_line_key_and_load_nothing() {
         ("[classes.q]\ncc = \"dctcp\"\nmatch = { dst_ports = [80] }\n[classes.r]\ncc = \"cubic\"\nmatch = { dst_ports = [\"1-100\"] }\n",
          ":6: classes.r.match: overlaps classes.q.match (dst_ports 80 in both)"),
         ("[classes.q]\ncc = \"timely\"\nmatch = { dst_ports = [80] }\n", ":2: classes.q.cc: timely runs only in the simulator"),
-        ("[policy]\nbulk = \"q\"\n[classes.q]\ncc = \"cubic\"\nmatch = { dst_ports = [80] }\n", ":2: policy.bulk: applications' intents select classes in scenarios"),
+        ("[policy]\nbulk = \"q\"\n[classes.q]\ncc = \"cubic\"\nmatch = { dst_ports = [80] }\n", ":2: policy.bulk: say which cgroups may claim it"),
+        ("[policy]\nbulk = \"q\"\n[permits]\nbulk = [\"sluice-no-such-cgroup\"]\n[classes.q]\ncc = \"cubic\"\n",
+         ":4: permits.bulk[0]: no cgroup /sys/fs/cgroup/unified/sluice-no-such-cgroup; expected a cgroup v2 directory"),
     ];
     for (i, (policy, want)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("p{i}.toml"));
@@ -293,4 +295,169 @@ fn bad_policies_name_file_line_key_and_load_nothing() {
         assert!(agent::state().unwrap().is_none() && !agent::pin("").exists(), "a refused start loaded nothing");
         assert!(!Path::new("/sys/fs/cgroup/unified/sluice-test-agent-bad").exists());
     }
+}
+
+/// The agent's cgroup and children of it, made before the agent starts (its policy names them);
+/// on drop the children go, then the parent if the agent left it.
+struct ChildCgroups(PathBuf, Vec<PathBuf>);
+
+impl ChildCgroups {
+    fn create(parent: &Path, names: &[&str]) -> ChildCgroups {
+        let dirs: Vec<PathBuf> = names.iter().map(|n| parent.join(n)).collect();
+        for d in &dirs {
+            std::fs::create_dir_all(d).expect("creating a child cgroup");
+        }
+        ChildCgroups(parent.to_path_buf(), dirs)
+    }
+}
+
+impl Drop for ChildCgroups {
+    fn drop(&mut self) {
+        for d in &self.1 {
+            if let Err(e) = std::fs::remove_dir(d) {
+                eprintln!("cleanup: removing cgroup {}: {e}", d.display());
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// An application that declares an intent with `include/sluice/intent.h` and nothing else: it
+/// declares (argv: port, intent number, value), connects to the loopback port, declares again on
+/// the connected socket, and prints what the kernel gave its socket.
+const INTENT_APP_C: &str = r#"
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sluice/intent.h>
+
+int main(int argc, char **argv)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int kind = atoi(argv[2]);
+	unsigned long long value = strtoull(argv[3], 0, 10);
+	int declared = sluice_declare(fd, kind, value) ? errno : 0;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])), .sin_addr = { htonl(INADDR_LOOPBACK) } };
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		return 3;
+	char cc[16] = { 0 };
+	socklen_t len = sizeof(cc);
+	getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &len);
+	int prio = -1;
+	len = sizeof(prio);
+	getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, &len);
+	unsigned int pacing = 0;
+	len = sizeof(pacing);
+	getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &pacing, &len);
+	int late = sluice_declare(fd, kind, value) ? errno : 0;
+	printf("uid=%d declared=%d cc=%s prio=%d pacing=%u late=%d\n", (int)getuid(), declared, cc, prio, pacing, late);
+	return 0;
+}
+"#;
+
+/// The same application in Python, with the standalone helper (python/sluice/intent.py).
+const INTENT_APP_PY: &str = r#"
+import importlib.util, os, socket, sys
+spec = importlib.util.spec_from_file_location("intent", sys.argv[1])
+intent = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(intent)
+s = socket.socket()
+try:
+    intent.declare(s, sys.argv[3], int(sys.argv[4]))
+    declared = 0
+except OSError as e:
+    declared = e.errno
+s.connect(("127.0.0.1", int(sys.argv[2])))
+cc = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+print(f"uid={os.getuid()} declared={declared} cc={cc}")
+"#;
+
+/// Runs `argv` as user nobody (no privilege) from inside `cgroup`; returns its one line of output
+/// as key=value pairs.
+fn as_nobody_in(cgroup: &Path, argv: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let script = format!("echo $$ > {}/cgroup.procs && exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$@\"", cgroup.display());
+    let out = Command::new("sh").args(["-c", &script, "sh"]).args(argv).output().expect("running the application");
+    assert!(out.status.success(), "{argv:?}: {out:?}");
+    text(&out.stdout).split_whitespace().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+const INTENT_POLICY: &str = r#"version = 1
+
+[classes.query]
+cc = "dctcp"
+priority = 1
+
+[classes.paced]
+cc = "newreno"
+match = { dst_ports = [7300] }
+
+[classes.default]
+cc = "cubic"
+
+[policy]
+latency_sensitive = "query"
+target_rate = "paced"
+
+[permits]
+latency_sensitive = ["sluice-test-agent-intents/apps"]
+target_rate = ["sluice-test-agent-intents/apps"]
+"#;
+
+/// Applications' intents (draft 6.1) without root and without linking sluice: a process of a
+/// permitted cgroup that declares `latency_sensitive` before connecting gets its class (here
+/// reachable by no rule), `target_rate` paces its socket, and the same declaration from a cgroup
+/// the policy does not permit is refused with EPERM and counted, the connection keeping its
+/// ordinary class. A class intent declared on a connected socket is refused as late.
+#[test]
+fn intents_join_their_class_and_a_cgroup_not_permitted_is_refused() {
+    let root = Path::new(sys::CGROUP2_ROOT).join("sluice-test-agent-intents");
+    let apps = ChildCgroups::create(&root, &["apps", "other"]);
+    let (_g, a) = Agent::start("sluice-test-agent-intents", INTENT_POLICY, 50);
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (src, bin) = (dir.path().join("app.c"), dir.path().join("app"));
+    std::fs::write(&src, INTENT_APP_C).unwrap();
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-host/include");
+    let cc = Command::new("clang").args(["-O2", "-Wall", "-Werror", "-I", include, "-o"]).arg(&bin).arg(&src).output().expect("clang");
+    assert!(cc.status.success(), "compiling against include/sluice/intent.h: {}", text(&cc.stderr));
+    let helper = dir.path().join("intent.py");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/sluice/intent.py"), &helper).unwrap();
+    let app_py = dir.path().join("app.py");
+    std::fs::write(&app_py, INTENT_APP_PY).unwrap();
+    // The system's interpreter: a user's (pyenv, a virtual environment) may not be readable by nobody.
+    let python = if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+    let (apps_cg, other_cg) = (&apps.1[0], &apps.1[1]);
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 7301)).unwrap();
+    let paced_listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 7300)).unwrap();
+    let bin = bin.to_str().unwrap();
+    let (eperm, ok) = (libc::EPERM.to_string(), "0".to_string());
+
+    let got = as_nobody_in(apps_cg, &[bin, "7301", "1", "0"]);
+    let want = [("uid", "65534"), ("declared", "0"), ("cc", "dctcp"), ("prio", "1"), ("late", eperm.as_str())];
+    assert!(want.iter().all(|(k, v)| got[*k] == *v), "latency_sensitive from a permitted cgroup: {got:?}");
+    let got = as_nobody_in(other_cg, &[bin, "7301", "1", "0"]);
+    assert!(got["declared"] == eperm && got["cc"] == "cubic" && got["prio"] == "0", "from a cgroup not permitted: {got:?}");
+    let got = as_nobody_in(apps_cg, &[bin, "7301", "2", "0"]);
+    assert!(got["declared"] == eperm && got["cc"] == "cubic", "bulk, which the policy does not map: {got:?}");
+    // 100 Mb/s: SO_MAX_PACING_RATE counts bytes; the class's rule (port 7300) also matches.
+    let got = as_nobody_in(apps_cg, &[bin, "7300", "3", "100000000"]);
+    assert!(got["declared"] == ok && got["cc"] == "newreno" && got["pacing"] == "12500000" && got["late"] == ok, "target_rate: {got:?}");
+    let got = as_nobody_in(apps_cg, &[python, app_py.to_str().unwrap(), helper.to_str().unwrap(), "7301", "latency_sensitive", "0"]);
+    assert!(got["uid"] == "65534" && got["declared"] == ok && got["cc"] == "dctcp", "the Python helper: {got:?}");
+    let got = as_nobody_in(other_cg, &[python, app_py.to_str().unwrap(), helper.to_str().unwrap(), "7301", "latency_sensitive", "0"]);
+    assert!(got["declared"] == eperm && got["cc"] == "cubic", "the Python helper from a cgroup not permitted: {got:?}");
+    drop((listener, paced_listener));
+
+    let ls = classes::intent_counts(1).unwrap();
+    // The application from the cgroup not permitted is refused twice (before and after connect).
+    assert_eq!(ls, [2, 3, 0, 1], "latency_sensitive: accepted, not permitted, not mapped, late");
+    assert_eq!(classes::intent_counts(2).unwrap()[2], 2, "bulk: not mapped, before and after connect");
+    assert_eq!(classes::intent_counts(3).unwrap(), [2, 0, 0, 0], "target_rate, before and after connect");
+    let status = text(&run(&["agent", "status"]).stdout);
+    assert!(status.contains("intent latency_sensitive -> class query") && status.contains("accepted 2, not_permitted 3, not_mapped 0, late 1"), "{status}");
+    drop(a);
 }

@@ -11,6 +11,7 @@
 #define AF_INET 2
 #define EINVAL 22
 #define ENOMSG 42
+#define TCPHDR_SYN 0x02
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -217,11 +218,14 @@ int sluice_agent(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		on_established(skops);
 		break;
+	/* The handshake carries negotiation (cc_select.bpf.c), not telemetry. */
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
-		reserve(skops);
+		if (!(skops->skb_tcp_flags & TCPHDR_SYN))
+			reserve(skops);
 		break;
 	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
-		write(skops);
+		if (!(skops->skb_tcp_flags & TCPHDR_SYN))
+			write(skops);
 		break;
 	case BPF_SOCK_OPS_PARSE_HDR_OPT_CB:
 		parse(skops);

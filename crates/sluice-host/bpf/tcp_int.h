@@ -188,8 +188,81 @@ struct cc_policy_val {
 enum cc_select_counter {
 	CC_SET = 0,        /* connections given an algorithm by policy */
 	CC_SET_FAILED = 1, /* policy named an algorithm the kernel does not have */
-	CC_NCOUNTERS = 2,
+	CC_NEG_ANSWERED = 2,  /* SYN-ACKs that answered a proposal */
+	CC_NEG_MALFORMED = 3, /* SYNs whose negotiation option was malformed (ignored, not answered) */
+	CC_NCOUNTERS = 4,
 };
+
+/*
+ * In-band negotiation (the open CC draft, 7.1), the simulator's option byte for byte: kind 253
+ * (RFC 6994), ExID "SL", one byte of capabilities (sluice_sim::packet::Caps). The SYN proposes
+ * what the class's algorithm needs and asks the path; each sluice switch clears what its port
+ * cannot honour; the SYN-ACK answers what the path offered and what the receiver supports.
+ */
+#define NEG_KIND 253
+#define NEG_LEN 5
+#define NEG_EXID_HI 0x53
+#define NEG_EXID_LO 0x4c
+
+enum neg_caps {
+	CAPS_WANTS_INT = 1 << 0,         /* SYN: the algorithm wants TCP-INT */
+	CAPS_ANSWERED = 1 << 0,          /* SYN-ACK: the receiver negotiates (the bit is WANTS_INT on a SYN) */
+	CAPS_WANTS_HOP_RECORDS = 1 << 1, /* SYN: the algorithm wants per-hop records */
+	CAPS_WANTS_ECN = 1 << 2,         /* SYN: the algorithm wants per-packet ECN marks */
+	CAPS_PATH_ANY_INT = 1 << 3,      /* set by a switch that stamps TCP-INT */
+	CAPS_PATH_ALL_INT = 1 << 4,      /* set by the sender, cleared by a port that does not stamp */
+	CAPS_PATH_ECN = 1 << 5,          /* set by the sender, cleared by a port that does not mark */
+	CAPS_PEER_INT = 1 << 6,          /* SYN-ACK: the receiver's stack speaks TCP-INT */
+	CAPS_PROPOSED = 1 << 7,          /* SYN: the sender proposes */
+};
+
+/* How a client's negotiation ended, in the simulator's order (cc::negotiation::Negotiation). */
+enum neg_outcome {
+	NEG_ACCEPTED = 0,
+	NEG_NOT_NEGOTIATED = 1,
+	NEG_LOCAL_NO_INT = 2,
+	NEG_PEER_NO_INT = 3,
+	NEG_PATH_NO_INT = 4,
+	NEG_PATH_NO_ECN = 5,
+	NEG_PATH_LEGACY_INT = 6,
+	NEG_PEER_SILENT = 7,
+	NEG_NOUTCOMES = 8,
+};
+
+/*
+ * The capabilities byte of a negotiation option as bpf_load_hdr_opt copied it (`n` its return):
+ * 0 and the byte in *caps, or -1 for an option that is not exactly 5 bytes (never trusted).
+ */
+static __always_inline int neg_decode(const __u8 *buf, long n, __u8 *caps)
+{
+	if (n != NEG_LEN || buf[1] != NEG_LEN)
+		return -1;
+	*caps = buf[4];
+	return 0;
+}
+
+/*
+ * The client's decision from what it offered and the answer, as the simulator's
+ * cc::negotiation::negotiate: the first missing need names the outcome.
+ */
+static __always_inline __u32 neg_decide(__u8 offer, int answered, __u8 answer, int local_int)
+{
+	if (!answered)
+		return NEG_PEER_SILENT;
+	if (offer & (CAPS_WANTS_INT | CAPS_WANTS_HOP_RECORDS)) {
+		if (!local_int)
+			return NEG_LOCAL_NO_INT;
+		if (!(answer & CAPS_PEER_INT))
+			return NEG_PEER_NO_INT;
+		if (!(answer & CAPS_PATH_ANY_INT))
+			return NEG_PATH_NO_INT;
+	}
+	if ((offer & CAPS_WANTS_HOP_RECORDS) && !(answer & CAPS_PATH_ALL_INT))
+		return NEG_PATH_LEGACY_INT;
+	if ((offer & CAPS_WANTS_ECN) && !(answer & CAPS_PATH_ECN))
+		return NEG_PATH_NO_ECN;
+	return NEG_ACCEPTED;
+}
 
 /* ---- The agent's class table (cc_select.bpf.c; written by `sluice agent`) ---- */
 
@@ -209,7 +282,7 @@ enum cc_select_counter {
  */
 struct sluice_class {
 	char cc[16];                              /* the algorithm's kernel name */
-	__u32 in_use;                             /* 0: an empty slot; evaluation stops there */
+	__u32 in_use;                             /* 0: an empty slot; evaluation stops there; SLUICE_INTENT_ONLY: joined by intent alone */
 	__u32 id;                                 /* 1 to SLUICE_CLASS_IDS - 1, stable across reloads */
 	__u32 priority;                           /* the sockets' SO_PRIORITY */
 	__u32 nports;                             /* port ranges given (0: any port) */
@@ -218,12 +291,55 @@ struct sluice_class {
 	__u16 port_last[SLUICE_CLASS_PORTS];
 	__u32 pad;
 	__u64 cgroup[SLUICE_CLASS_CGROUPS];       /* cgroup v2 ids of the processes that open */
+	char fallback[16];                        /* what a failed negotiation runs instead */
+	__u32 offer;                              /* CAPS_WANTS_* of the algorithm */
+	__u32 pad2;
 };
+
+/* A slot's in_use for a class no rule matches: only an intent's declaration joins it. */
+#define SLUICE_INTENT_ONLY 2
 
 /* What a socket keeps of its class (cloned from a listener to its children). */
 struct sluice_class_sk {
 	__u32 id;         /* the class's id (0: no class) */
 	__u32 generation; /* the policy generation that chose it */
+	__u8 offer;       /* a client's proposal (CAPS_WANTS_*) */
+	__u8 proposing;   /* a client whose SYN-ACK is still to be judged */
+	__u8 outcome;     /* enum neg_outcome, once judged */
+	__u8 intent;      /* the intent the application declared (enum sluice_intent_kind), 0: none */
+	char fallback[16];
+	__u64 intent_value; /* the declaration's value (target_rate: bits/s; deadline: us) */
+};
+
+/*
+ * Applications' intents (draft 6.1; include/sluice/intent.h): a setsockopt at level SOL_SLUICE
+ * that the agent's cgroup/setsockopt program takes. The policy maps each intent to a class and
+ * names the cgroups that may claim it; the table has two halves like the class table's.
+ */
+#define SOL_SLUICE 0x534c
+#define SLUICE_INTENT 1
+#define SLUICE_INTENTS 4 /* latency_sensitive, bulk, target_rate, deadline: 1 to 4 */
+#define SLUICE_INTENT_TARGET_RATE 3
+
+struct sluice_intent_req {
+	__u32 intent;
+	__u32 reserved;
+	__u64 value;
+};
+
+struct sluice_intent_rule {
+	__u32 class_key;                    /* the class's slot in the same half, plus one (0: not mapped) */
+	__u32 ncgroups;
+	__u64 cgroup[SLUICE_CLASS_CGROUPS]; /* cgroup v2 ids whose processes may claim the intent */
+};
+
+/* Per intent (0: a request naming none, or too short): counters at intent * INTENT_NCOUNTERS. */
+enum intent_counter {
+	INTENT_ACCEPTED = 0,      /* declarations taken */
+	INTENT_NOT_PERMITTED = 1, /* refused: the caller's cgroup may not claim it */
+	INTENT_NOT_MAPPED = 2,    /* refused: the policy maps no class to it (or no such intent) */
+	INTENT_LATE = 3,          /* refused: a class intent on a socket already connected or listening */
+	INTENT_NCOUNTERS = 4,
 };
 
 /*
@@ -243,7 +359,9 @@ enum class_counter {
 	CLASS_OPENED = 0, /* connections the class took (active and passive) */
 	CLASS_CLOSED = 1, /* of those, closed since */
 	CLASS_CC_FAILED = 2, /* the kernel refused the class's algorithm */
-	CLASS_NCOUNTERS = 3,
+	CLASS_NEG = 3,       /* clients per negotiation outcome: CLASS_NEG + enum neg_outcome */
+	CLASS_NEG_MALFORMED = CLASS_NEG + NEG_NOUTCOMES, /* answers that were malformed (taken as none) */
+	CLASS_NCOUNTERS = CLASS_NEG + NEG_NOUTCOMES + 1,
 };
 
 /* ---- Software INT switch (int_switch.bpf.c) ---- */
@@ -259,6 +377,8 @@ struct port_cfg {
 	__u32 util_window_ns;    /* utilization is measured over windows this long */
 	__u32 owns_clsact;       /* userspace only: sluice created the clsact qdisc */
 	__u32 ece_acks;          /* non-zero: set ECE on pure ACKs leaving this port (a circuit signal) */
+	__u32 int_off;           /* non-zero: the port neither stamps TCP-INT nor offers it (a legacy hop) */
+	__u32 pad;
 };
 
 /* Live state of one egress port. */
@@ -283,7 +403,9 @@ enum switch_counter {
 	SW_CE_MARKED = 5,  /* ECT packets marked CE */
 	SW_NO_PORT = 6,    /* packets on a port without configuration */
 	SW_ECE_MARKED = 7, /* pure ACKs given ECE (the circuit signal) */
-	SW_NCOUNTERS = 8,
+	SW_NEG_SEEN = 8,   /* SYNs whose negotiation option this port answered for */
+	SW_NEG_MALFORMED = 9, /* SYNs with a malformed negotiation option (left as they were) */
+	SW_NCOUNTERS = 10,
 };
 
 #endif /* SLUICE_TCP_INT_H */

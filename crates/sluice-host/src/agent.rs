@@ -11,7 +11,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 
 /// Default cgroup the agent attaches to: processes opt in by joining it.
@@ -36,7 +36,11 @@ pub const MALFORMED_LEN: usize = 5;
 pub const MALFORMED_TRUNC: usize = 6;
 
 /// Names of the CC policy program's counters.
-pub const CC_COUNTERS: &[&str] = &["cc_set", "cc_set_failed"];
+pub const CC_COUNTERS: &[&str] = &["cc_set", "cc_set_failed", "neg_answered", "neg_malformed"];
+/// Index of the counter of SYN-ACKs that answered a proposal.
+pub const NEG_ANSWERED: usize = 2;
+/// Index of the counter of SYNs whose negotiation option was malformed.
+pub const NEG_MALFORMED: usize = 3;
 
 /// What `load` set up, so `unload` undoes exactly that.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -140,7 +144,9 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
     link.pin(pin("agent_link"))?;
 
     let mut obj2 = MaybeUninit::uninit();
-    let open = CcSelectSkelBuilder::default().open(&mut obj2).context("opening the CC policy BPF object")?;
+    let mut open = CcSelectSkelBuilder::default().open(&mut obj2).context("opening the CC policy BPF object")?;
+    // Negotiation offers and answers TCP-INT as the TCP-INT program's switches say.
+    open.maps.agent_config.reuse_fd(skel.maps.agent_config.as_fd()).context("sharing agent_config")?;
     let sel = open.load().context("loading the CC policy program")?;
     for (map, name) in [
         (&sel.maps.cc_policy, "cc_policy"),
@@ -150,12 +156,16 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
         (&sel.maps.class_counters, "class_counters"),
         (&sel.maps.class_sk, "class_sk"),
         (&sel.maps.class_params, "class_params"),
+        (&sel.maps.sluice_intents, "sluice_intents"),
+        (&sel.maps.intent_counters, "intent_counters"),
     ] {
         let mut h = MapHandle::try_from(map)?;
         h.pin(pin(name)).with_context(|| format!("pinning map {name}"))?;
     }
     let mut link = sel.progs.sluice_cc_select.attach_cgroup(cg.as_raw_fd()).context("attaching the CC policy program")?;
     link.pin(pin("cc_select_link"))?;
+    let mut link = sel.progs.sluice_intent.attach_cgroup(cg.as_raw_fd()).context("attaching the intent program")?;
+    link.pin(pin("intent_link"))?;
 
     if opts.register_cc {
         let shared = cc::SharedMaps::pinned()?;

@@ -11,6 +11,8 @@ use crate::sys;
 use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::{Deserialize, Serialize};
+use sluice_sim::cc::negotiation::{Negotiation, Offer};
+use sluice_sim::scenario::classes::INTENTS;
 use sluice_sim::scenario::host_policy::CheckedPolicy;
 use sluice_sim::scenario::ScenarioError;
 use std::path::{Path, PathBuf};
@@ -23,16 +25,21 @@ pub const PORTS: usize = 8;
 pub const CGROUPS: usize = 4;
 /// Class ids, 1 to IDS - 1 (`SLUICE_CLASS_IDS`).
 pub const IDS: u32 = 256;
-/// Counters per class id (`CLASS_NCOUNTERS`): opened, closed, algorithm refused.
-const NCOUNTERS: u32 = 3;
+/// Counters per class id (`CLASS_NCOUNTERS`): opened, closed, algorithm refused, clients per
+/// negotiation outcome (`Negotiation::ALL`'s order), malformed answers.
+const NCOUNTERS: u32 = 3 + Negotiation::ALL.len() as u32 + 1;
 /// Size of `struct sluice_class`.
-const SLOT_BYTES: usize = 104;
+const SLOT_BYTES: usize = 128;
 /// Size of `struct scc_class_params`: the algorithm's id, padding, 56 bytes of parameters.
 const PARAMS_BYTES: usize = 64;
+/// Size of `struct sluice_intent_rule`.
+const INTENT_RULE_BYTES: usize = 40;
+/// Outcomes of a declaration (`enum intent_counter`), as status names them.
+pub const INTENT_OUTCOMES: [&str; 4] = ["accepted", "not_permitted", "not_mapped", "late"];
 
 /// The algorithms of the simulator's registry that a Linux host runs under the same name: the
 /// portable ones the agent registers, and the kernel's own.
-const KERNEL_BUILT_IN: &[&str] = &["cubic", "bbr"];
+const KERNEL_BUILT_IN: &[&str] = &["reno", "cubic", "bbr"];
 
 /// One class as the agent put it in the kernel.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -74,8 +81,22 @@ pub struct Applied {
     pub unmatched: Vec<String>,
     /// The last policy refused since, with its errors.
     pub refused: Option<Refused>,
+    /// Applications' intents: the class each joins and who may claim it.
+    #[serde(default)]
+    pub intents: Vec<AppliedIntent>,
     /// The id the next new class name gets.
     pub next_id: u32,
+}
+
+/// An intent as the agent put it in the kernel.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct AppliedIntent {
+    /// `latency_sensitive`, `bulk`, `target_rate` or `deadline`.
+    pub intent: String,
+    /// The class a declaration joins.
+    pub class: String,
+    /// The cgroups whose processes may claim it.
+    pub cgroups: Vec<PathBuf>,
 }
 
 /// A policy the agent would not apply, and why.
@@ -131,17 +152,56 @@ struct Slot {
     cgroup_ids: Vec<u64>,
     /// The C parameters of a portable algorithm.
     params: Option<Vec<u8>>,
+    /// What the algorithm needs of the peer and the path (`Caps::WANTS_*`), proposed on the SYN.
+    offer: u8,
+    /// No rule matches the class: only an intent's declaration joins it.
+    intent_only: bool,
+}
+
+/// An intent ready for the kernel.
+#[derive(Clone, Debug, PartialEq)]
+struct IntentRule {
+    applied: AppliedIntent,
+    /// The class's slot, plus one.
+    class_key: u32,
+    cgroup_ids: Vec<u64>,
+}
+
+/// What a policy becomes in the kernel.
+struct Plan {
+    slots: Vec<Slot>,
+    /// Indexed by intent number less one (`INTENTS`' order).
+    intents: Vec<Option<IntentRule>>,
+    unmatched: Vec<String>,
+    next_id: u32,
+}
+
+/// What a class's algorithm needs of the peer and the path, asked of the simulator's build of it
+/// as the simulator's own flows ask it.
+fn offer_of(c: &sluice_sim::scenario::classes::CheckedClass) -> u8 {
+    use sluice_sim::cc::FlowContext;
+    use sluice_sim::time::{Rate, Time};
+    let ctx = FlowContext { mss: 1448, init_cwnd: 14_480, link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None };
+    Offer::of((c.factory)(&ctx).as_ref(), true).wants()
 }
 
 /// The checks only a host can make, and the slots in the order the kernel tries them: classes
 /// with ports and cgroups, ports alone, cgroups alone, then `default`. `cgroup_root` anchors
 /// relative cgroup paths; `kernel` lists the algorithms the kernel offers besides the agent's.
-fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Option<&Applied>) -> Result<(Vec<Slot>, Vec<String>, u32), ScenarioError> {
-    if let Some(intent) = p.policy.policy.keys().next() {
-        return Err(p.error_at(format!(
-            "policy.{intent}: applications' intents select classes in scenarios; on a host, match connections by dst_ports or cgroups"
-        )));
-    }
+fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Option<&Applied>) -> Result<Plan, ScenarioError> {
+    // A cgroup given relative to the root, checked to exist, and its id; `key` names it in errors.
+    let cgroup = |g: &str, key: String| -> Result<(PathBuf, u64), ScenarioError> {
+        let path = if Path::new(g).is_absolute() { PathBuf::from(g) } else { cgroup_root.join(g) };
+        if !path.is_dir() {
+            return Err(p.error_at(format!(
+                "{key}: no cgroup {}; expected a cgroup v2 directory, absolute or relative to {}",
+                path.display(),
+                cgroup_root.display()
+            )));
+        }
+        let id = sys::cgroup_id(&path).map_err(|e| p.error_at(format!("{key}: {e:#}")))?;
+        Ok((path, id))
+    };
     let runs = |name: &str| cc::ALGORITHMS.contains(&name) || (KERNEL_BUILT_IN.contains(&name) && kernel.iter().any(|k| k == name));
     let host_names = || {
         let mut v: Vec<&str> = cc::ALGORITHMS.to_vec();
@@ -152,9 +212,20 @@ fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Opti
     let mut unmatched = Vec::new();
     let mut ids_taken: Vec<u32> = Vec::new();
     let mut next_id = previous.map_or(1, |a| a.next_id.max(1));
+    // `reno` is Linux's own Reno where the kernel has it (in the simulator, an alias of NewReno);
+    // `newreno` is sluice's portable one.
+    let kernel_name = |written: Option<&str>, registry: &'static str| -> &'static str {
+        if written == Some("reno") && kernel.iter().any(|k| k == "reno") {
+            "reno"
+        } else {
+            registry
+        }
+    };
     for (i, c) in p.classes.iter().enumerate() {
         let name = &c.name;
-        for (key, alg) in [("cc", c.cc), ("fallback", c.fallback)] {
+        let cc_name = kernel_name(Some(&c.config.cc), c.cc);
+        let fallback = kernel_name(c.config.fallback.as_deref(), c.fallback);
+        for (key, alg) in [("cc", cc_name), ("fallback", fallback)] {
             if !runs(alg) {
                 return Err(p.error_at(format!(
                     "classes.{name}.{key}: {alg} runs only in the simulator; on this host the algorithms are {}",
@@ -163,19 +234,20 @@ fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Opti
             }
         }
         // The portable algorithms read their class's parameters; the kernel's own have none to read.
-        let params = if cc::ALGORITHMS.contains(&c.cc) {
+        let params = if cc::ALGORITHMS.contains(&cc_name) {
             Some(sluice_sim::cc::portable::c_params(c.cc, &c.params).map_err(|e| p.error_at(format!("classes.{name}.params.{e}")))?)
         } else if !c.config.params.is_empty() {
             return Err(p.error_at(format!(
                 "classes.{name}.params: the kernel's own {} takes no parameters from a policy; sluice's portable algorithms ({}) do",
-                c.cc,
+                cc_name,
                 cc::ALGORITHMS.join(", ")
             )));
         } else {
             None
         };
         let rules = p.matches.iter().find(|(j, _)| *j == i).map(|(_, m)| m);
-        if rules.is_none() && name != "default" {
+        let intent_only = rules.is_none() && name != "default";
+        if intent_only && !p.intents.iter().any(|(_, c)| *c == i) {
             unmatched.push(name.clone());
             continue;
         }
@@ -190,15 +262,8 @@ fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Opti
         let mut paths = Vec::new();
         let mut cgroup_ids = Vec::new();
         for (k, g) in cgroups.iter().enumerate() {
-            let path = if Path::new(g).is_absolute() { PathBuf::from(g) } else { cgroup_root.join(g) };
-            if !path.is_dir() {
-                return Err(p.error_at(format!(
-                    "classes.{name}.match.cgroups[{k}]: no cgroup {}; expected a cgroup v2 directory, absolute or relative to {}",
-                    path.display(),
-                    cgroup_root.display()
-                )));
-            }
-            cgroup_ids.push(sys::cgroup_id(&path).map_err(|e| p.error_at(format!("classes.{name}.match.cgroups[{k}]: {e:#}")))?);
+            let (path, id) = cgroup(g, format!("classes.{name}.match.cgroups[{k}]"))?;
+            cgroup_ids.push(id);
             paths.push(path);
         }
         let id = match previous.and_then(|a| a.classes.iter().find(|c| &c.name == name)) {
@@ -214,30 +279,66 @@ fn plan(p: &CheckedPolicy, cgroup_root: &Path, kernel: &[String], previous: Opti
             }
         };
         ids_taken.push(id);
-        let order = match (ports.is_empty(), cgroup_ids.is_empty()) {
-            (false, false) => 0,
-            (false, true) => 1,
-            (true, false) => 2,
-            (true, true) => 3,
+        let order = match (ports.is_empty(), cgroup_ids.is_empty(), intent_only) {
+            (_, _, true) => 4,
+            (false, false, _) => 0,
+            (false, true, _) => 1,
+            (true, false, _) => 2,
+            (true, true, _) => 3,
         };
         let class = AppliedClass {
             name: name.clone(),
             id,
-            cc: c.cc.to_string(),
+            cc: cc_name.to_string(),
             priority: c.config.priority,
-            fallback: c.fallback.to_string(),
+            fallback: fallback.to_string(),
             params: c.config.params.clone(),
             dst_ports: rules.and_then(|m| m.dst_ports.as_ref()).map_or(vec![], |v| v.iter().map(|r| r.to_string()).collect()),
             cgroups: paths,
         };
-        slots.push((order, Slot { class, ports, cgroup_ids, params }));
+        slots.push((order, Slot { offer: offer_of(c), intent_only, class, ports, cgroup_ids, params }));
     }
     if slots.len() > SLOTS {
         return Err(p.error_at(format!("classes: {} classes; the kernel's table holds {SLOTS}", slots.len())));
     }
     // Stable: within one kind of rule the classes keep name order (they do not overlap).
     slots.sort_by_key(|(order, _)| *order);
-    Ok((slots.into_iter().map(|(_, s)| s).collect(), unmatched, next_id))
+    let slots: Vec<Slot> = slots.into_iter().map(|(_, s)| s).collect();
+    let mut intents = vec![None; INTENTS.len()];
+    for (intent, c) in &p.intents {
+        let class = &p.classes[*c].name;
+        let given = p.policy.permits.get(intent).map(Vec::as_slice).unwrap_or_default();
+        if given.len() > CGROUPS {
+            return Err(p.error_at(format!("permits.{intent}: {} cgroups; an intent may be claimed from at most {CGROUPS}", given.len())));
+        }
+        let mut cgroups = Vec::new();
+        let mut cgroup_ids = Vec::new();
+        for (k, g) in given.iter().enumerate() {
+            let (path, id) = cgroup(g, format!("permits.{intent}[{k}]"))?;
+            cgroups.push(path);
+            cgroup_ids.push(id);
+        }
+        let slot = slots.iter().position(|s| &s.class.name == class).expect("a class an intent names has a slot");
+        let at = INTENTS.iter().position(|i| i == intent).expect("a checked intent");
+        intents[at] = Some(IntentRule {
+            applied: AppliedIntent { intent: intent.clone(), class: class.clone(), cgroups },
+            class_key: slot as u32 + 1,
+            cgroup_ids,
+        });
+    }
+    Ok(Plan { slots, intents, unmatched, next_id })
+}
+
+/// `struct sluice_intent_rule` of an intent, or of one the policy does not map.
+fn intent_bytes(r: Option<&IntentRule>) -> Vec<u8> {
+    let mut b = vec![0u8; INTENT_RULE_BYTES];
+    let Some(r) = r else { return b };
+    b[0..4].copy_from_slice(&r.class_key.to_ne_bytes());
+    b[4..8].copy_from_slice(&(r.cgroup_ids.len() as u32).to_ne_bytes());
+    for (j, id) in r.cgroup_ids.iter().enumerate() {
+        b[8 + 8 * j..16 + 8 * j].copy_from_slice(&id.to_ne_bytes());
+    }
+    b
 }
 
 /// `struct sluice_class` of a slot, or of an empty one.
@@ -247,7 +348,7 @@ fn slot_bytes(s: Option<&Slot>) -> Vec<u8> {
     let name = s.class.cc.as_bytes();
     b[..name.len().min(15)].copy_from_slice(&name[..name.len().min(15)]);
     let mut put32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-    put32(16, 1);
+    put32(16, if s.intent_only { 2 } else { 1 });
     put32(20, s.class.id);
     put32(24, s.class.priority as u32);
     put32(28, s.ports.len() as u32);
@@ -259,6 +360,9 @@ fn slot_bytes(s: Option<&Slot>) -> Vec<u8> {
     for (j, id) in s.cgroup_ids.iter().enumerate() {
         b[72 + 8 * j..80 + 8 * j].copy_from_slice(&id.to_ne_bytes());
     }
+    let fallback = s.class.fallback.as_bytes();
+    b[104..104 + fallback.len().min(15)].copy_from_slice(&fallback[..fallback.len().min(15)]);
+    b[120..124].copy_from_slice(&(s.offer as u32).to_ne_bytes());
     b
 }
 
@@ -280,7 +384,7 @@ pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applie
     sys::require_root("applying a policy")?;
     let previous = applied()?;
     let kernel = cc::available()?;
-    let (slots, unmatched, next_id) = match plan(p, Path::new(sys::CGROUP2_ROOT), &kernel, previous.as_ref()) {
+    let Plan { slots, intents, unmatched, next_id } = match plan(p, Path::new(sys::CGROUP2_ROOT), &kernel, previous.as_ref()) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -306,6 +410,11 @@ pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applie
     for i in 0..SLOTS {
         table.update(&(base + i as u32).to_ne_bytes(), &slot_bytes(slots.get(i)), MapFlags::ANY)?;
     }
+    let intent_table = pinned("sluice_intents")?;
+    let intent_base = (next & 1) * INTENTS.len() as u32;
+    for (i, r) in intents.iter().enumerate() {
+        intent_table.update(&(intent_base + i as u32).to_ne_bytes(), &intent_bytes(r.as_ref()), MapFlags::ANY)?;
+    }
     // A new class starts from zero, also where its id served a class removed earlier.
     let cpus = libbpf_rs::num_possible_cpus()?;
     for s in &slots {
@@ -326,6 +435,7 @@ pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applie
         unmatched,
         refused: None,
         next_id,
+        intents: intents.into_iter().flatten().map(|r| r.applied).collect(),
     };
     record(&a)?;
     Ok(Ok(a))
@@ -345,6 +455,10 @@ pub struct ClassCounts {
     pub closed: u64,
     /// Connections whose algorithm the kernel refused (not registered).
     pub cc_failed: u64,
+    /// Clients per negotiation outcome, in `Negotiation::ALL`'s order.
+    pub negotiated: [u64; Negotiation::ALL.len()],
+    /// Answers that were malformed (taken as no answer).
+    pub malformed: u64,
 }
 
 impl ClassCounts {
@@ -363,7 +477,25 @@ pub fn counts(id: u32) -> Result<ClassCounts> {
             Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
         })
         .collect::<Result<Vec<u64>>>()?;
-    Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2] })
+    let n = Negotiation::ALL.len();
+    Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2], negotiated: sums[3..3 + n].try_into().unwrap(), malformed: sums[3 + n] })
+}
+
+/// Declarations of intent number `intent` (0: requests naming none) per outcome
+/// (`INTENT_OUTCOMES`' order).
+pub fn intent_counts(intent: u32) -> Result<[u64; 4]> {
+    let m = pinned("intent_counters")?;
+    let mut out = [0u64; 4];
+    for (k, o) in out.iter_mut().enumerate() {
+        let per_cpu = m.lookup_percpu(&(intent * 4 + k as u32).to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+        *o = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum();
+    }
+    Ok(out)
+}
+
+/// The number of an intent (`INTENTS`' order, from 1), as `include/sluice/intent.h` has it.
+fn intent_number(intent: &str) -> u32 {
+    INTENTS.iter().position(|i| *i == intent).map_or(0, |i| i as u32 + 1)
 }
 
 /// The policy in force as Prometheus metrics, for `sluice host export`: its generation and
@@ -371,11 +503,12 @@ pub fn counts(id: u32) -> Result<ClassCounts> {
 pub fn prometheus_text() -> Result<String> {
     let Some(a) = applied()? else { return Ok(String::new()) };
     let counts = a.classes.iter().map(|c| counts(c.id)).collect::<Result<Vec<_>>>()?;
-    Ok(metrics(&a, &counts))
+    let declared = a.intents.iter().map(|i| intent_counts(intent_number(&i.intent))).collect::<Result<Vec<_>>>()?;
+    Ok(metrics(&a, &counts, &declared))
 }
 
-/// [`prometheus_text`] of a policy and its classes' counts.
-fn metrics(a: &Applied, counts: &[ClassCounts]) -> String {
+/// [`prometheus_text`] of a policy, its classes' counts and its intents' declarations.
+fn metrics(a: &Applied, counts: &[ClassCounts], declared: &[[u64; 4]]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "# HELP sluice_policy_generation The agent's generation of the policy in force.\n# TYPE sluice_policy_generation gauge");
@@ -396,6 +529,27 @@ fn metrics(a: &Applied, counts: &[ClassCounts]) -> String {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (c, n) in a.classes.iter().zip(counts) {
             let _ = writeln!(s, "{name}{{class=\"{}\",cc=\"{}\"}} {}", c.name, c.cc, f(n));
+        }
+    }
+    let name = "sluice_class_negotiations_total";
+    let _ = writeln!(s, "# HELP {name} The class's clients by how negotiation ended (accepted, or the reason for the fallback).\n# TYPE {name} counter");
+    for (c, n) in a.classes.iter().zip(counts) {
+        for (outcome, k) in Negotiation::ALL.iter().zip(n.negotiated) {
+            let _ = writeln!(s, "{name}{{class=\"{}\",cc=\"{}\",outcome=\"{}\"}} {k}", c.name, c.cc, outcome.label());
+        }
+    }
+    let name = "sluice_class_negotiation_malformed_total";
+    let _ = writeln!(s, "# HELP {name} Malformed negotiation answers the class's clients ignored.\n# TYPE {name} counter");
+    for (c, n) in a.classes.iter().zip(counts) {
+        let _ = writeln!(s, "{name}{{class=\"{}\",cc=\"{}\"}} {}", c.name, c.cc, n.malformed);
+    }
+    if !a.intents.is_empty() {
+        let name = "sluice_intent_declarations_total";
+        let _ = writeln!(s, "# HELP {name} Applications' declarations of the intent, by outcome.\n# TYPE {name} counter");
+        for (i, k) in a.intents.iter().zip(declared) {
+            for (outcome, n) in INTENT_OUTCOMES.iter().zip(k) {
+                let _ = writeln!(s, "{name}{{intent=\"{}\",class=\"{}\",outcome=\"{outcome}\"}} {n}", i.intent, i.class);
+            }
         }
     }
     s
@@ -426,9 +580,23 @@ pub fn status_text() -> Result<String> {
             let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             writeln!(s, "  {:<16} params {}", "", params.join(", "))?;
         }
+        let mut outcomes: Vec<String> =
+            Negotiation::ALL.iter().zip(n.negotiated).filter(|(_, k)| *k > 0).map(|(o, k)| format!("{} {k}", o.label())).collect();
+        if n.malformed > 0 {
+            outcomes.push(format!("malformed answers {}", n.malformed));
+        }
+        if !outcomes.is_empty() {
+            writeln!(s, "  {:<16} negotiated {}", "", outcomes.join(", "))?;
+        }
+    }
+    for i in &a.intents {
+        let k = intent_counts(intent_number(&i.intent))?;
+        let who: Vec<String> = i.cgroups.iter().map(|p| p.display().to_string()).collect();
+        let outcomes: Vec<String> = INTENT_OUTCOMES.iter().zip(k).map(|(o, n)| format!("{o} {n}")).collect();
+        writeln!(s, "  intent {} -> class {} (claimed from {}): {}", i.intent, i.class, who.join(", "), outcomes.join(", "))?;
     }
     for u in &a.unmatched {
-        writeln!(s, "  warning: class {u} has no match rules and is not default: no connection joins it")?;
+        writeln!(s, "  warning: class {u} has no match rules, no intent names it and it is not default: no connection joins it")?;
     }
     if let Some(r) = &a.refused {
         writeln!(s, "  refused {}s ago (the policy above stays in force):", now_unix().saturating_sub(r.at_unix))?;
@@ -456,8 +624,13 @@ mod tests {
             cgroups: vec![],
         };
         let a = Applied { version: Some(7), generation: 3, classes: vec![class("bulk", 1, "dctcp"), class("default", 2, "cubic")], ..Applied::default() };
-        let counts = [ClassCounts { opened: 10, closed: 4, cc_failed: 1 }, ClassCounts { opened: 2, closed: 2, cc_failed: 0 }];
-        let m = metrics(&a, &counts);
+        let mut negotiated = [0; Negotiation::ALL.len()];
+        negotiated[Negotiation::PeerSilent as usize] = 3;
+        let counts = [
+            ClassCounts { opened: 10, closed: 4, cc_failed: 1, negotiated, malformed: 2 },
+            ClassCounts { opened: 2, closed: 2, ..ClassCounts::default() },
+        ];
+        let m = metrics(&a, &counts, &[]);
         for line in [
             "sluice_policy_generation 3",
             "sluice_policy_version 7",
@@ -467,6 +640,9 @@ mod tests {
             "sluice_class_cc_failures_total{class=\"bulk\",cc=\"dctcp\"} 1",
             "sluice_class_connections_open{class=\"default\",cc=\"cubic\"} 0",
             "# TYPE sluice_class_connections_total counter",
+            "sluice_class_negotiations_total{class=\"bulk\",cc=\"dctcp\",outcome=\"fallback_peer_silent\"} 3",
+            "sluice_class_negotiations_total{class=\"bulk\",cc=\"dctcp\",outcome=\"accepted\"} 0",
+            "sluice_class_negotiation_malformed_total{class=\"bulk\",cc=\"dctcp\"} 2",
         ] {
             assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
         }

@@ -128,7 +128,7 @@ fn say_applied(a: &Applied) {
     let names: Vec<String> = a.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
     println!("sluice agent: policy {} {version} in force (generation {}): {}", a.file, a.generation, names.join(", "));
     for u in &a.unmatched {
-        eprintln!("warning: class {u} has no match rules and is not default: no connection joins it");
+        eprintln!("warning: class {u} has no match rules, no intent names it and it is not default: no connection joins it");
     }
 }
 

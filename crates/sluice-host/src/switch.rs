@@ -14,11 +14,16 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 /// Names of the switch counters, in `enum switch_counter` order.
-pub const COUNTERS: &[&str] = &["pkts", "stamped", "raised", "no_opt", "malformed", "ce_marked", "no_port", "ece_marked"];
+pub const COUNTERS: &[&str] =
+    &["pkts", "stamped", "raised", "no_opt", "malformed", "ce_marked", "no_port", "ece_marked", "neg_seen", "neg_malformed"];
 /// Index of the counter of malformed options.
 pub const MALFORMED: usize = 4;
 /// Index of the CE-mark counter.
 pub const CE_MARKED: usize = 5;
+/// Index of the counter of SYNs whose proposal a port answered for.
+pub const NEG_SEEN: usize = 8;
+/// Index of the counter of SYNs with a malformed negotiation option.
+pub const NEG_MALFORMED: usize = 9;
 
 /// tc filter handle and priority of sluice's filters (0x72 is TCP-INT's option kind).
 const TC_HANDLE: u32 = 0x72;
@@ -43,6 +48,8 @@ pub struct PortConfig {
     pub util_window_ns: u32,
     /// Set ECE on pure ACKs leaving the port (a circuit network's signal to reTCP senders).
     pub ece_acks: bool,
+    /// The port neither stamps TCP-INT nor offers it in negotiation (a legacy hop).
+    pub int_off: bool,
 }
 
 impl Default for PortConfig {
@@ -56,6 +63,7 @@ impl Default for PortConfig {
             pinned_int_val: 0,
             util_window_ns: 1_000_000,
             ece_acks: false,
+            int_off: false,
         }
     }
 }
@@ -63,7 +71,7 @@ impl Default for PortConfig {
 impl PortConfig {
     /// The map value bytes.
     pub fn to_bytes(&self, owns_clsact: bool) -> Vec<u8> {
-        let mut b = Vec::with_capacity(48);
+        let mut b = Vec::with_capacity(56);
         b.extend_from_slice(&self.rate_bps.to_ne_bytes());
         b.extend_from_slice(&self.qdepth_threshold.to_ne_bytes());
         b.extend_from_slice(&self.ce_threshold.to_ne_bytes());
@@ -74,13 +82,15 @@ impl PortConfig {
         // Not read by BPF: whether sluice created the clsact qdisc, so detach removes only that.
         b.extend_from_slice(&(owns_clsact as u32).to_ne_bytes());
         b.extend_from_slice(&(self.ece_acks as u32).to_ne_bytes());
+        b.extend_from_slice(&(self.int_off as u32).to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
         b
     }
 
     /// Parses the map value; returns the config and whether sluice created the clsact qdisc.
     pub fn from_bytes(b: &[u8]) -> Result<(PortConfig, bool)> {
-        if b.len() < 48 {
-            bail!("port config: expected at least 48 bytes, got {}", b.len());
+        if b.len() < 56 {
+            bail!("port config: expected at least 56 bytes, got {}", b.len());
         }
         let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
         let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
@@ -93,6 +103,7 @@ impl PortConfig {
             pinned_int_val: u32_at(32) as u8,
             util_window_ns: u32_at(36),
             ece_acks: u32_at(44) != 0,
+            int_off: u32_at(48) != 0,
         };
         Ok((cfg, u32_at(40) != 0))
     }

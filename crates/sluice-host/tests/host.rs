@@ -901,6 +901,12 @@ impl Drop for RawSocket {
 /// A bare ACK (no data, so it moves no sequence numbers) carrying `opt` as its last option:
 /// NOPs in front so a truncated option really runs into the header's end.
 fn bare_ack(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, ack: u32, opt: &[u8]) -> Vec<u8> {
+    bare_segment(src, dst, sport, dport, seq, ack, 0x10, opt)
+}
+
+/// A segment without data with TCP `flags`, carrying `opt` as its last option.
+#[allow(clippy::too_many_arguments)]
+fn bare_segment(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, opt: &[u8]) -> Vec<u8> {
     let mut opts = vec![1u8; (4 - opt.len() % 4) % 4];
     opts.extend_from_slice(opt);
     let tcp_len = 20 + opts.len();
@@ -910,7 +916,7 @@ fn bare_ack(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, ack:
     tcp[4..8].copy_from_slice(&seq.to_be_bytes());
     tcp[8..12].copy_from_slice(&ack.to_be_bytes());
     tcp[12] = ((tcp_len / 4) as u8) << 4;
-    tcp[13] = 0x10; // ACK
+    tcp[13] = flags;
     tcp[14..16].copy_from_slice(&8192u16.to_be_bytes());
     tcp.extend_from_slice(&opts);
     let c = !fold(sum16(&tcp, pseudo(&src.octets(), &dst.octets(), tcp_len)));
@@ -1278,4 +1284,170 @@ fn retcp_fills_the_fast_phase_faster_than_newreno_in_circuit_mode() {
     assert!(marked > 100, "the switch set ECE on {marked} ACKs");
     assert!(carried > 1000, "{carried} packets took the delay line");
     assert!(retcp > 1.15 * reno, "reTCP {:.0} Mb/s against NewReno {:.0} Mb/s in the fast phases", retcp / 1e6, reno / 1e6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Negotiation in the handshake
+
+/// Two classes as the operator writes them, for the agent and for the simulator alike: one whose
+/// algorithm needs TCP-INT (and ECN), one whose algorithm needs ECN, each with its own fallback.
+const NEGOTIATED_CLASSES: &str = r#"
+[classes.telemetry]
+cc = "ecn_int"
+fallback = "cubic"
+match = { dst_ports = [5801] }
+[classes.marks]
+cc = "dctcp"
+fallback = "newreno"
+match = { dst_ports = [5802] }
+"#;
+
+/// The testbed as the simulator draws it: two hosts on one switch that marks ECN and stamps
+/// TCP-INT, connections opened with a handshake, one flow per class from host 0 to host 1.
+fn negotiation_scenario() -> String {
+    format!(
+        r#"
+[topology]
+kind = "star"
+hosts = 2
+host_rate = "1Gbps"
+host_delay = "10us"
+[switch.ecn]
+mode = "step"
+k = "30KB"
+[transport]
+handshake = true
+{NEGOTIATED_CLASSES}
+[[workloads]]
+kind = "flows"
+dst_port = 5801
+flows = [{{ src = 0, dst = 1, size = "100KB" }}]
+[[workloads]]
+kind = "flows"
+dst_port = 5802
+flows = [{{ src = 0, dst = 1, size = "100KB", start = "1us" }}]
+"#
+    )
+}
+
+/// (algorithm run, negotiation outcome) of each class's flow in the simulator.
+fn simulated_outcomes(overrides: &[&str]) -> Vec<(String, String)> {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let loaded = sluice_sim::scenario::parse(&negotiation_scenario(), "negotiation.toml", Path::new("."), &overrides).expect("the twin scenario");
+    let mut world = sluice_sim::scenario::build(&loaded).expect("building the twin");
+    world.run(&mut |_| {});
+    world.flows().iter().map(|f| (f.cc_name().to_string(), f.negotiation().label().to_string())).collect()
+}
+
+/// A listener on `port` in `ns` that accepts one connection and reads it to the end; opened by
+/// this process from cgroup `cgroup`, whose programs (if any) the listener then runs.
+fn listener_in(ns: &str, port: u16, cgroup: &Path, back: &Path) -> JoinHandle<Vec<u64>> {
+    sys::cgroup_join(cgroup, std::process::id()).expect("joining the listener's cgroup");
+    let h = sink(ns, port, 1);
+    sys::cgroup_join(back, std::process::id()).expect("returning to the agent's cgroup");
+    h
+}
+
+/// (algorithm run, negotiation outcome) of one connection per class opened from host 0 to host 1,
+/// the outcome read from the class's counters in the kernel.
+fn kernel_outcomes(tb: &TestbedGuard, agent: &AgentGuard, peer_has_agent: bool) -> Vec<(String, String)> {
+    let applied = sluice_host::classes::applied().unwrap().expect("a policy in force");
+    let server_cgroup = if peer_has_agent { agent.cgroup.clone() } else { agent.home.clone() };
+    let mut out = vec![];
+    for (class, port) in [("telemetry", 5801u16), ("marks", 5802)] {
+        let id = applied.classes.iter().find(|c| c.name == class).unwrap().id;
+        let before = sluice_host::classes::counts(id).unwrap();
+        let l = listener_in(&tb.ns(1), port, &server_cgroup, &agent.cgroup);
+        let cc = connect_cc(&tb.ns(0), tb.addr(1), port);
+        l.join().unwrap();
+        let after = sluice_host::classes::counts(id).unwrap();
+        let moved: Vec<&str> = sluice_sim::cc::negotiation::Negotiation::ALL
+            .iter()
+            .zip(before.negotiated.iter().zip(after.negotiated))
+            .filter(|(_, (b, a))| a > *b)
+            .map(|(o, _)| o.label())
+            .collect();
+        assert_eq!(moved.len(), 1, "{class}: exactly one outcome counted, got {moved:?}");
+        assert_eq!(after.malformed, before.malformed, "{class}: no malformed answer");
+        out.push((cc, moved[0].to_string()));
+    }
+    out
+}
+
+/// The draft's negotiation (7.1) on real TCP, each case against the simulator: the agent's SYN
+/// proposes, the switch clears what its port cannot honour, the peer's agent answers, and the
+/// client runs its class's algorithm or the class's fallback; the simulator, given the same
+/// classes and the same fabric, reports the same algorithm and the same reason.
+#[test]
+fn negotiation_outcomes_on_real_tcp_equal_the_simulators() {
+    let _g = prerequisites();
+    let tb = TestbedGuard::up("sltneg", 1500, 30_000);
+    let agent = AgentGuard::load("sluice-test-negotiation");
+    let policy = sluice_sim::scenario::host_policy::parse(&format!("version = 1\n{NEGOTIATED_CLASSES}"), "negotiation policy").expect("a valid policy");
+    sluice_host::classes::apply(&policy, "negotiation policy").unwrap().expect("the policy applied");
+    let (sw, port) = (tb.0.switch.clone(), tb.0.hosts[1].switch_port.clone());
+    let normal = switch::port_config(&port, Some(&sw)).unwrap();
+    let answered0 = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED];
+    // (case, the simulator's overrides, the switch port towards the peer, the peer runs the agent)
+    let cases: [(&str, &[&str], PortConfig, bool); 4] = [
+        ("both ends with the agent", &[], normal, true),
+        ("a peer without the agent", &["transport.agentless_hosts=[1]"], normal, false),
+        ("a switch port without ECN", &["switch.ecn.mode=\"off\""], PortConfig { ce_threshold: 0, ..normal }, true),
+        ("a switch without TCP-INT", &["int.legacy_switches=[\"sw0\"]"], PortConfig { int_off: true, ..normal }, true),
+    ];
+    let mut fallbacks = 0;
+    for (case, overrides, cfg, peer_has_agent) in &cases {
+        switch::set_port_config(&port, Some(&sw), cfg).unwrap();
+        let kernel = kernel_outcomes(&tb, &agent, *peer_has_agent);
+        let sim = simulated_outcomes(overrides);
+        println!("negotiation, {case}: kernel {kernel:?}, simulator {sim:?}");
+        assert_eq!(kernel, sim, "{case}: the kernel and the simulator agree on each class's algorithm and reason");
+        fallbacks += kernel.iter().filter(|(_, o)| o != "accepted").count();
+    }
+    switch::set_port_config(&port, Some(&sw), &normal).unwrap();
+    // Each fallback case moves at least one class, and only the agentless peer answers nothing.
+    assert!(fallbacks >= 4, "{fallbacks} fallbacks over the four cases");
+    let answered = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED] - answered0;
+    assert_eq!(answered, 6, "the peer's agent answered both classes in the three cases it was there");
+    let seen = switch::counters(Some(&sw)).unwrap()[switch::NEG_SEEN];
+    assert!(seen >= 8, "the switch saw every proposal: {seen}");
+}
+
+/// Malformed negotiation options are ignored and counted, never trusted: a SYN whose option has
+/// the wrong length, or runs past the header, gets no answer from the listener's agent, and the
+/// switch passes it untouched and counts it.
+#[test]
+fn malformed_negotiation_options_are_counted_and_not_answered() {
+    let _g = prerequisites();
+    let tb = TestbedGuard::up("sltnegm", 1500, 30_000);
+    let _agent = AgentGuard::load("sluice-test-negotiation-bad");
+    let (h1, h2, src, dst, sw) = (tb.ns(0), tb.ns(1), tb.addr(0), tb.addr(1), tb.0.switch.clone());
+    let l = sink(&h2, 5803, 1);
+    let bad: [&[u8]; 3] = [
+        &[253, 4, 0x53, 0x4c],                  // no capabilities byte
+        &[253, 6, 0x53, 0x4c, 0xb0, 0x00],      // a byte too many
+        &[1, 1, 1, 253, 5, 0x53, 0x4c],         // runs past the header's end
+    ];
+    let read = || agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap();
+    let (c0, sw0) = (read(), switch::counters(Some(&sw)).unwrap()[switch::NEG_MALFORMED]);
+    in_netns(&h1, move || {
+        let raw = RawSocket::open();
+        for (i, opt) in bad.iter().enumerate() {
+            raw.send(&bare_segment(src, dst, 41000 + i as u16, 5803, 7, 0, 0x02, opt));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    })
+    .join()
+    .unwrap();
+    // The listener still serves a well-formed connection.
+    assert!(!connect_cc(&h1, dst, 5803).is_empty());
+    l.join().unwrap();
+    let c = read();
+    let malformed = c[agent::NEG_MALFORMED] - c0[agent::NEG_MALFORMED];
+    let answered = c[agent::NEG_ANSWERED] - c0[agent::NEG_ANSWERED];
+    let sw_bad = switch::counters(Some(&sw)).unwrap()[switch::NEG_MALFORMED] - sw0;
+    println!("malformed negotiation: listener counted {malformed}, answered {answered}; switch counted {sw_bad}");
+    assert_eq!(malformed, 3, "each malformed SYN counted once by the listener's agent");
+    assert_eq!(answered, 0, "no connection here proposes, so nothing is answered");
+    assert_eq!(sw_bad, 3, "the switch counted each malformed proposal");
 }

@@ -408,15 +408,17 @@ flows = [0]
 
 #[test]
 fn negotiation_decides_from_what_the_syn_and_syn_ack_carried() {
-    let all = Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PATH_ECN;
-    let cases: [(&[&str], Negotiation, u8); 4] = [
-        (&[], Negotiation::Accepted, all | Caps::PEER_INT),
+    let all = Caps::ANSWERED | Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PATH_ECN;
+    let cases: [(&[&str], Negotiation, &[u8]); 5] = [
+        (&[], Negotiation::Accepted, &[all | Caps::PEER_INT]),
         // The spine (sw2) is legacy: it clears "every hop stamps INT"; the leaves still stamp.
-        (&["int.legacy_switches=[\"sw2\"]"], Negotiation::Accepted, Caps::PATH_ANY_INT | Caps::PATH_ECN | Caps::PEER_INT),
+        (&["int.legacy_switches=[\"sw2\"]"], Negotiation::Accepted, &[Caps::ANSWERED | Caps::PATH_ANY_INT | Caps::PATH_ECN | Caps::PEER_INT]),
         // A legacy receiver stack: the SYN-ACK says nothing of INT.
-        (&["int.legacy_hosts=[2]"], Negotiation::PeerLacksInt, all),
+        (&["int.legacy_hosts=[2]"], Negotiation::PeerLacksInt, &[all]),
         // No ECN on the path: every switch clears the bit.
-        (&["switch.ecn.mode=\"off\""], Negotiation::PathLacksEcn, Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PEER_INT),
+        (&["switch.ecn.mode=\"off\""], Negotiation::PathLacksEcn, &[Caps::ANSWERED | Caps::PATH_ALL_INT | Caps::PATH_ANY_INT | Caps::PEER_INT]),
+        // A receiver without the agent: its SYN-ACK carries no option at all.
+        (&["transport.agentless_hosts=[2]"], Negotiation::PeerSilent, &[]),
     ];
     for (overrides, outcome, synack_bits) in cases {
         let world = run_text(NEGOTIATE, overrides);
@@ -426,8 +428,8 @@ fn negotiation_decides_from_what_the_syn_and_syn_ack_carried() {
         assert_eq!(f.cc_name(), expected_cc, "{overrides:?}");
         let pkts = &world.capture().unwrap().packets;
         let syn = caps_on_the_wire(pkts, false);
-        assert_eq!(syn, [Caps::WANTS_INT | Caps::WANTS_ECN | Caps::PATH_ALL_INT | Caps::PATH_ECN], "the SYN as sent");
-        assert_eq!(caps_on_the_wire(pkts, true), [synack_bits], "the SYN-ACK, {overrides:?}");
+        assert_eq!(syn, [Caps::PROPOSED | Caps::WANTS_INT | Caps::WANTS_ECN | Caps::PATH_ALL_INT | Caps::PATH_ECN], "the SYN as sent");
+        assert_eq!(caps_on_the_wire(pkts, true), synack_bits, "the SYN-ACK, {overrides:?}");
     }
     // The same path without a handshake negotiates nothing and says so.
     let world = run_text(NEGOTIATE, &["transport.handshake=false", "int.legacy_hosts=[2]"]);

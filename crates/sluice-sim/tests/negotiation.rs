@@ -60,3 +60,21 @@ fn dctcp_without_ecn_marking_on_the_path_falls_back_to_the_default_fallback() {
     let world = run_text(SCENARIO, &["switch.ecn.mode=\"off\"", "classes.storage.cc=\"dctcp\"", "classes.storage.fallback=\"cubic\""]);
     assert!(world.flows().iter().all(|f| f.negotiation() == Negotiation::PathLacksEcn && f.cc_name() == "cubic"));
 }
+
+/// A receiver without the agent answers the SYN without the option: the class falls back
+/// whatever its algorithm needs (an unanswered proposal agrees nothing), and a client without
+/// the agent proposes nothing and runs its class's algorithm as configured.
+#[test]
+fn a_host_without_the_agent_gets_the_legacy_default() {
+    let world = run_text(SCENARIO, &["int.legacy_hosts=[]", "transport.agentless_hosts=[1]", "classes.storage.cc=\"bbr\""]);
+    let outcome: Vec<(Negotiation, &str)> = world.flows().iter().map(|f| (f.negotiation(), f.cc_name())).collect();
+    assert_eq!(
+        outcome,
+        [(Negotiation::PeerSilent, "dctcp"), (Negotiation::Accepted, "bbr"), (Negotiation::PeerSilent, "dctcp")],
+        "flows to host 1 fall back; the flow to host 2 is agreed"
+    );
+    let world = run_text(SCENARIO, &["int.legacy_hosts=[]", "transport.agentless_hosts=[0]"]);
+    let outcome: Vec<(Negotiation, &str)> = world.flows().iter().map(|f| (f.negotiation(), f.cc_name())).collect();
+    assert_eq!(outcome[..2], [(Negotiation::NotNegotiated, "ecn_int"), (Negotiation::NotNegotiated, "ecn_int")], "host 0 proposes nothing");
+    assert_eq!(outcome[2], (Negotiation::Accepted, "ecn_int"));
+}

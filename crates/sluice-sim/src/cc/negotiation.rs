@@ -13,9 +13,38 @@ pub struct Offer {
     pub needs_hop_records: bool,
 }
 
+impl Offer {
+    /// What `cc` needs: per-packet ECN marks only where the transport uses ECN (`ecn`).
+    pub fn of(cc: &dyn crate::cc::CongestionControl, ecn: bool) -> Offer {
+        Offer {
+            needs_int: cc.needs_int(),
+            needs_ecn: ecn && cc.ecn_mode() == crate::cc::EcnMode::PerPacket,
+            needs_hop_records: cc.needs_hop_records(),
+        }
+    }
+
+    /// The proposal's bits on a SYN (`Caps::WANTS_*`), as a host's agent writes them too.
+    pub fn wants(self) -> u8 {
+        use crate::packet::Caps;
+        let mut b = 0;
+        if self.needs_int {
+            b |= Caps::WANTS_INT;
+        }
+        if self.needs_hop_records {
+            b |= Caps::WANTS_HOP_RECORDS;
+        }
+        if self.needs_ecn {
+            b |= Caps::WANTS_ECN;
+        }
+        b
+    }
+}
+
 /// What the two hosts and the path between them support.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Support {
+    /// The receiver answered the proposal (its stack negotiates: a host with the agent).
+    pub answered: bool,
     /// The sender's stack speaks TCP-INT.
     pub local_int: bool,
     /// The receiver's stack speaks TCP-INT.
@@ -45,11 +74,14 @@ pub enum Negotiation {
     PathLacksEcn,
     /// Fell back: per-hop records were needed but a switch on the path is a legacy (non-INT) one.
     PathHasLegacyInt,
+    /// Fell back: the receiver answered without the option (no agent there, or the path
+    /// stripped it), so nothing the proposal needs is known to be there.
+    PeerSilent,
 }
 
 impl Negotiation {
     /// Every outcome, in report order.
-    pub const ALL: [Negotiation; 7] = [
+    pub const ALL: [Negotiation; 8] = [
         Negotiation::Accepted,
         Negotiation::NotNegotiated,
         Negotiation::LocalLacksInt,
@@ -57,6 +89,7 @@ impl Negotiation {
         Negotiation::PathLacksInt,
         Negotiation::PathLacksEcn,
         Negotiation::PathHasLegacyInt,
+        Negotiation::PeerSilent,
     ];
 
     /// The label in `flows.csv` and `summary.json`.
@@ -69,12 +102,18 @@ impl Negotiation {
             Negotiation::PathLacksInt => "fallback_path_no_int",
             Negotiation::PathLacksEcn => "fallback_path_no_ecn",
             Negotiation::PathHasLegacyInt => "fallback_path_legacy_int",
+            Negotiation::PeerSilent => "fallback_peer_silent",
         }
     }
 }
 
-/// Decides whether the offer stands; the first missing need names the outcome.
+/// Decides whether the offer stands; the first missing need names the outcome. A receiver that
+/// did not answer gets the legacy default whatever the offer (draft 7.1): the algorithm was not
+/// agreed, whether or not it needs anything of the peer.
 pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
+    if !support.answered {
+        return Negotiation::PeerSilent;
+    }
     if offer.needs_int || offer.needs_hop_records {
         if !support.local_int {
             return Negotiation::LocalLacksInt;
@@ -101,7 +140,7 @@ pub fn negotiate(offer: Offer, support: Support) -> Negotiation {
 mod tests {
     use super::*;
 
-    const ALL: Support = Support { local_int: true, peer_int: true, path_int: true, path_all_int: true, path_ecn: true };
+    const ALL: Support = Support { answered: true, local_int: true, peer_int: true, path_int: true, path_all_int: true, path_ecn: true };
 
     #[test]
     fn a_missing_need_names_the_fallback_and_unneeded_features_do_not_matter() {
@@ -112,8 +151,9 @@ mod tests {
         assert_eq!(negotiate(int, Support { path_ecn: false, ..ALL }), Negotiation::PathLacksEcn);
         assert_eq!(negotiate(int, Support { path_all_int: false, ..ALL }), Negotiation::Accepted, "TCP-INT needs one INT hop");
         let plain = Offer { needs_int: false, needs_ecn: false, needs_hop_records: false };
-        let none = Support { local_int: false, peer_int: false, path_int: false, path_all_int: false, path_ecn: false };
+        let none = Support { answered: true, local_int: false, peer_int: false, path_int: false, path_all_int: false, path_ecn: false };
         assert_eq!(negotiate(plain, none), Negotiation::Accepted);
+        assert_eq!(negotiate(plain, Support { answered: false, ..ALL }), Negotiation::PeerSilent, "no answer, no agreement");
     }
 
     #[test]

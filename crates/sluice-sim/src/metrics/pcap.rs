@@ -105,7 +105,7 @@ impl<W: Write> PcapSink<W> {
 mod tests {
     use super::*;
     use crate::packet::tcp_int::TcpInt;
-    use crate::packet::{flags, Ecn, SackBlock};
+    use crate::packet::{flags, Caps, Ecn, SackBlock};
 
     /// A data packet from host 3 to host 7 of flow 42 carrying TCP-INT.
     fn data(seq: u64, payload: u32) -> Packet {
@@ -285,12 +285,16 @@ mod tests {
     fn sequence_numbers_follow_the_handshake() {
         let (si, ri) = (isn(42, true), isn(42, false));
         assert_ne!(si, ri);
-        let syn = Packet { flow: 42, src: 3, dst: 7, flags: flags::SYN, ttl: 64, ..Packet::default() };
+        let syn = Packet { flow: 42, src: 3, dst: 7, flags: flags::SYN, ttl: 64, caps: Caps(Caps::PROPOSED), ..Packet::default() };
         let (f, _) = frame_bytes(&syn).unwrap();
         let t = tcp_of(&f);
         assert_eq!((be32(&t[4..]), be32(&t[8..]), t[13]), (si, 0, 0x02));
         let kinds: Vec<u8> = options(&f).iter().map(|o| o.0).collect();
         assert_eq!(kinds, [4, 8, 3, CAPS_OPTION_KIND], "SACK-permitted, timestamps, window scale, negotiation");
+        // A stack without the agent proposes nothing, and its SYN carries no option.
+        let silent = Packet { caps: Caps::default(), ..syn };
+        let kinds: Vec<u8> = options(&frame_bytes(&silent).unwrap().0).iter().map(|o| o.0).collect();
+        assert_eq!(kinds, [4, 8, 3], "no negotiation option without a proposal");
 
         let synack = Packet { flow: 42, src: 7, dst: 3, flags: flags::SYN | flags::ACK | flags::REVERSE, ..Packet::default() };
         let (f, _) = frame_bytes(&synack).unwrap();

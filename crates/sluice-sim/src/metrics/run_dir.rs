@@ -155,6 +155,7 @@ fn fallback_reason(label: &str) -> (&'static str, &'static str) {
         "fallback_peer_no_int" => ("the receiver's stack lacks TCP-INT", "int.legacy_hosts"),
         "fallback_path_no_int" => ("no switch on the path stamps TCP-INT", "int.legacy_switches"),
         "fallback_path_legacy_int" => ("a switch on the path writes no per-hop INT record", "int.legacy_switches"),
+        "fallback_peer_silent" => ("the receiver did not answer the negotiation (it has no agent)", "transport.agentless_hosts"),
         _ => ("negotiation failed", "the class's cc"),
     }
 }

@@ -52,8 +52,11 @@ pub mod flags {
 pub struct Caps(pub u8);
 
 impl Caps {
-    /// The sender's algorithm wants TCP-INT.
+    /// The sender's algorithm wants TCP-INT (on a SYN).
     pub const WANTS_INT: u8 = 1 << 0;
+    /// The receiver takes part in negotiation (on a SYN-ACK, where the sender's wants are
+    /// cleared): a stack without it answers with no option at all.
+    pub const ANSWERED: u8 = 1 << 0;
     /// The sender's algorithm wants HPCC per-hop records.
     pub const WANTS_HOP_RECORDS: u8 = 1 << 1;
     /// The sender's algorithm wants per-packet ECN marks.
@@ -70,6 +73,9 @@ impl Caps {
     /// client's segments after the SYN: the server echoes marks as the algorithm negotiation
     /// settled on asks.
     pub const ECHO_EACH_MARK: u8 = 1 << 7;
+    /// The client proposes (on a SYN, where marks are not yet echoed): a stack without the agent
+    /// sends no option at all.
+    pub const PROPOSED: u8 = 1 << 7;
 
     /// True if `bit` is set.
     #[inline]

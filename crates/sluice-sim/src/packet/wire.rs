@@ -43,7 +43,7 @@
 //!
 //! [`TcpInt::encode`]: crate::packet::tcp_int::TcpInt::encode
 
-use crate::packet::{flags, Colour, Ecn, Packet};
+use crate::packet::{flags, Caps, Colour, Ecn, Packet};
 use crate::time::Time;
 use std::io;
 
@@ -146,8 +146,12 @@ fn push_options(pkt: &Packet, syn: bool, out: &mut Vec<u8>) -> usize {
     out.extend_from_slice(&tsecr);
     if syn {
         out.extend_from_slice(&[1, 3, 3, WINDOW_SCALE]);
-        // Negotiation bits as an experimental option (RFC 6994, ExID "SL"), NOP-padded.
-        out.extend_from_slice(&[CAPS_OPTION_KIND, 5, 0x53, 0x4c, pkt.caps.0, 1, 1, 1]);
+        // Negotiation bits as an experimental option (RFC 6994, ExID "SL"), NOP-padded, from a
+        // stack that negotiates: a proposal on the SYN, an answer on the SYN-ACK.
+        let present = if pkt.has(flags::ACK) { Caps::ANSWERED } else { Caps::PROPOSED };
+        if pkt.caps.has(present) {
+            out.extend_from_slice(&[CAPS_OPTION_KIND, 5, 0x53, 0x4c, pkt.caps.0, 1, 1, 1]);
+        }
     }
     if let Some(int) = pkt.int {
         out.extend_from_slice(&int.encode());

@@ -22,6 +22,10 @@ pub struct HostPolicy {
     /// Applications' intents mapped to class names.
     #[serde(default)]
     pub policy: BTreeMap<String, String>,
+    /// Which cgroups' processes may claim each intent (host only): cgroup v2 directories,
+    /// absolute or relative to the cgroup root.
+    #[serde(default)]
+    pub permits: BTreeMap<String, Vec<String>>,
 }
 
 /// A policy whose every class, match and intent passed the shared checks.
@@ -91,8 +95,33 @@ pub fn parse(text: &str, file: &str) -> Result<CheckedPolicy, ScenarioError> {
     // No preset is allowed, so the line rate scales nothing.
     let checked = classes::check(&policy.classes, Side::Host, Rate::gbps(100)).map_err(at)?;
     let intents = classes::check_intents(&policy.policy, &checked).map_err(at)?;
+    check_permits(&policy).map_err(at)?;
     let matches = classes::check_matches(&checked, Side::Host).map_err(at)?;
     Ok(CheckedPolicy { policy, classes: checked, matches, intents, file: file.to_string(), text: text.to_string() })
+}
+
+/// Every intent a policy maps is given the cgroups that may claim it, and nothing else is.
+fn check_permits(p: &HostPolicy) -> Result<(), String> {
+    for (intent, cgroups) in &p.permits {
+        if !classes::INTENTS.contains(&intent.as_str()) {
+            return Err(format!(
+                "permits.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
+                crate::words::did_you_mean(intent, classes::INTENTS)
+            ));
+        }
+        if !p.policy.contains_key(intent) {
+            return Err(format!("permits.{intent}: no policy.{intent} maps this intent to a class; add one or remove the permit"));
+        }
+        if cgroups.is_empty() {
+            return Err(format!("permits.{intent}: expected at least one cgroup whose processes may claim it"));
+        }
+    }
+    if let Some(intent) = p.policy.keys().find(|i| !p.permits.contains_key(*i)) {
+        return Err(format!(
+            "policy.{intent}: say which cgroups may claim it, as permits.{intent} = [\"apps/frontend\"] (cgroup v2 directories)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -111,7 +140,7 @@ mod tests {
         let p = parse(
             "version = 7\n[classes.storage]\ncc = \"dctcp\"\nparams = { g = 0.125 }\npriority = 2\nfallback = \"cubic\"\n\
              match = { dst_ports = [5001, \"6000-6099\"] }\n[classes.query]\ncc = \"cubic\"\nmatch = { cgroups = [\"query\"] }\n\
-             [policy]\nlatency_sensitive = \"query\"\n",
+             [policy]\nlatency_sensitive = \"query\"\n[permits]\nlatency_sensitive = [\"apps\"]\n",
             "p.toml",
         )
         .unwrap();
@@ -144,6 +173,12 @@ mod tests {
         assert!(e.starts_with("p.toml:3: classes.q.match.dst_port") && e.contains("did you mean `dst_ports`"), "{e}");
         let e = error("[policy]\nbulk = \"nosuch\"\n");
         assert!(e.starts_with("p.toml:2: policy.bulk: unknown class \"nosuch\""), "{e}");
+        let e = error("[classes.q]\ncc = \"cubic\"\n[policy]\nbulk = \"q\"\n");
+        assert!(e.starts_with("p.toml:4: policy.bulk: say which cgroups may claim it"), "{e}");
+        let e = error("[classes.q]\ncc = \"cubic\"\n[policy]\nbulk = \"q\"\n[permits]\nbulk = [\"a\"]\nlatency_sensitiv = [\"a\"]\n");
+        assert!(e.starts_with("p.toml:7: permits.latency_sensitiv: unknown intent") && e.contains("did you mean `latency_sensitive`"), "{e}");
+        let e = error("[classes.q]\ncc = \"cubic\"\n[permits]\ndeadline = [\"a\"]\n");
+        assert!(e.starts_with("p.toml:4: permits.deadline: no policy.deadline"), "{e}");
         let e = error("versoin = 2\n");
         assert!(e.starts_with("p.toml:1:") && e.contains("did you mean `version`"), "{e}");
     }

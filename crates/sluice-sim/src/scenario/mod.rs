@@ -1127,6 +1127,17 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(Parts, Footpri
     let disciplines = sc.switch.disciplines(graph, &names, &sc.tlt, sc.transport.frame(sc.transport.mss()) as u64)?;
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
+    let hosts = graph.hosts().len();
+    for (i, &h) in sc.transport.agentless_hosts.iter().enumerate() {
+        if h >= hosts {
+            return Err(format!("transport.agentless_hosts[{i}]: host {h} does not exist; the topology has hosts 0 to {}", hosts - 1));
+        }
+        if !sc.transport.handshake {
+            return Err(format!(
+                "transport.agentless_hosts: negotiation happens in the handshake; set transport.handshake = true for host {h} to be seen without an agent"
+            ));
+        }
+    }
     let capture = match &sc.output.pcap {
         None => None,
         Some(pc) => {

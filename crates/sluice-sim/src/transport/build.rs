@@ -2,7 +2,7 @@
 //! and responder, and the algorithm), the transport settings and the path its packets take,
 //! which sizes the algorithm's base round trip and the flow record's ideal completion time.
 
-use crate::cc::{CcFactory, EcnMode, FlowContext};
+use crate::cc::{CcFactory, FlowContext};
 use crate::flow::Flow;
 use crate::host::pacer::TokenBucket;
 use crate::net::fabric::Fabric;
@@ -115,11 +115,7 @@ impl TransportBuilder {
         if let Some(later) = later {
             sender.schedule_changes(later);
         }
-        let offer = crate::cc::negotiation::Offer {
-            needs_int: sender.cc_needs_int(),
-            needs_ecn: self.tcp.ecn && sender.cc.ecn_mode() == EcnMode::PerPacket,
-            needs_hop_records: sender.cc_needs_hop_records(),
-        };
+        let offer = crate::cc::negotiation::Offer::of(sender.cc.as_ref(), self.tcp.ecn);
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
         let int = IntStacks {
             encoding: self.int.encoding,
@@ -143,7 +139,13 @@ impl TransportBuilder {
         if self.lazy_tcb.get(spec.dst).copied().unwrap_or(false) {
             server.set_lazy_tcb();
         }
-        let client = TcpClient::new(&self.tcp, route, sender, int, proposal, limiter);
+        let mut client = TcpClient::new(&self.tcp, route, sender, int, proposal, limiter);
+        if self.tcp.agentless_hosts.contains(&spec.src) {
+            client.set_silent();
+        }
+        if self.tcp.agentless_hosts.contains(&spec.dst) {
+            server.set_silent();
+        }
         let ends = (ClientEnd::Tcp(Box::new(client)), ServerEnd::Tcp(Box::new(server)));
         let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, ends);
         flow.base_rtt = base_rtt;

@@ -97,6 +97,12 @@ impl TcpClient {
         c
     }
 
+    /// The client's host takes no part in negotiation (it has no agent): the SYN proposes
+    /// nothing and the class's algorithm runs as configured.
+    pub fn set_silent(&mut self) {
+        self.proposal = None;
+    }
+
     /// Opens the connection: the SYN (or, without a handshake, the data) may go.
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         if self.handshake {
@@ -203,16 +209,12 @@ impl TcpClient {
         let mut caps = Caps::default();
         let syn = seg.flags & flags::SYN != 0;
         if let (true, Some(p)) = (syn, self.proposal.as_deref()) {
+            caps.set(Caps::PROPOSED);
             caps.set(Caps::PATH_ALL_INT);
             caps.set(Caps::PATH_ECN);
-            if p.offer.needs_int || p.int_all_flows {
+            caps.set(p.offer.wants());
+            if p.int_all_flows {
                 caps.set(Caps::WANTS_INT);
-            }
-            if p.offer.needs_hop_records {
-                caps.set(Caps::WANTS_HOP_RECORDS);
-            }
-            if p.offer.needs_ecn {
-                caps.set(Caps::WANTS_ECN);
             }
         }
         if !syn && s.ecn_mode() == EcnMode::PerPacket {
@@ -364,6 +366,7 @@ impl TcpClient {
     fn decide(&mut self, answer: Caps) {
         let Some(p) = self.proposal.take() else { return };
         let support = Support {
+            answered: answer.has(Caps::ANSWERED),
             local_int: p.local_int,
             peer_int: answer.has(Caps::PEER_INT),
             path_int: answer.has(Caps::PATH_ANY_INT),

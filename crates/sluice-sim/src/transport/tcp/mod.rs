@@ -48,6 +48,10 @@ pub struct TcpConfig {
     /// Open connections with SYN / SYN-ACK (negotiating in band) and close them with FIN in both
     /// directions; otherwise flows start established and are not negotiated.
     pub handshake: bool,
+    /// Hosts without the sluice agent (by ordinal): they take no part in negotiation, so their
+    /// SYNs propose nothing and their SYN-ACKs answer nothing, and a class whose client talks
+    /// to one falls back (`fallback_peer_silent`).
+    pub agentless_hosts: Vec<usize>,
     /// How long the closing client waits in TIME_WAIT (RFC 9293's 2 MSL; Linux uses 60 s).
     pub time_wait: Time,
     /// Mark data ECN-capable when the flow's algorithm uses ECN.
@@ -75,6 +79,7 @@ impl Default for TcpConfig {
             delayed_ack: None,
             delayed_ack_segments: 2,
             handshake: false,
+            agentless_hosts: Vec::new(),
             time_wait: Time::from_ms(60_000),
             ecn: true,
             framing: ETHERNET_OVERHEAD,

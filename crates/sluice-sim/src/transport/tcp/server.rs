@@ -43,6 +43,8 @@ pub struct TcpServer {
     quasi: bool,
     /// A client segment carried options switches rewrite per hop.
     path_options: bool,
+    /// The host does not negotiate (no agent): its SYN-ACK carries no answer.
+    silent: bool,
 }
 
 impl TcpServer {
@@ -65,7 +67,13 @@ impl TcpServer {
             lazy_tcb: false,
             quasi: false,
             path_options: false,
+            silent: false,
         }
+    }
+
+    /// The host takes no part in negotiation (it has no agent): the SYN-ACK carries no answer.
+    pub fn set_silent(&mut self) {
+        self.silent = true;
     }
 
     /// Makes the connection one request/response transaction: the server answers the request
@@ -93,7 +101,11 @@ impl TcpServer {
         syn_ack.ts_echo = syn.ts;
         syn_ack.cookie = cookie;
         // The answer: what the path offered, and what this stack supports.
-        syn_ack.caps = Caps(syn.caps.0 & !(Caps::WANTS_INT | Caps::WANTS_HOP_RECORDS | Caps::WANTS_ECN));
+        if self.silent {
+            return syn_ack;
+        }
+        syn_ack.caps = Caps(syn.caps.0 & !(Caps::WANTS_INT | Caps::WANTS_HOP_RECORDS | Caps::WANTS_ECN | Caps::PROPOSED));
+        syn_ack.caps.set(Caps::ANSWERED);
         if self.int {
             syn_ack.caps.set(Caps::PEER_INT);
         }
