@@ -51,6 +51,8 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
 pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     sys::require_root("running the agent")?;
     let file = std::fs::canonicalize(&opts.policy).unwrap_or_else(|_| opts.policy.clone()).display().to_string();
+    // Looked at before the file is read: a change while the programs load is applied after.
+    let mut seen = stamp(&opts.policy);
     let first = match check(&opts.policy) {
         Ok(p) => p,
         Err(e) => {
@@ -89,7 +91,6 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
     // Signals are looked at every tick, the file every `poll`.
     let tick = opts.poll.min(Duration::from_millis(50));
-    let mut seen = stamp(&opts.policy);
     let mut looked = Instant::now();
     while !term.load(Ordering::Relaxed) {
         std::thread::sleep(tick);
