@@ -51,7 +51,7 @@ def worker(role, args):
     """Runs one traffic role and prints its figures as one JSON line."""
     if role == "sink":  # port conns secs: bytes received after the warm-up
         port, conns, secs = int(args[0]), int(args[1]), float(args[2])
-        ls = socket.create_server(("0.0.0.0", port), backlog=conns)
+        ls = socket.create_server(("0.0.0.0", port), backlog=64)
         print("ready", flush=True)
         sel = selectors.DefaultSelector()
         for _ in range(conns):

@@ -227,14 +227,18 @@ pub fn read_counters(map: &str, n: usize) -> Result<Vec<u64>> {
     percpu_sums(&m, n)
 }
 
-/// Sums each slot of a per-CPU array of u64 over CPUs.
+/// Sums each of the first `n` slots of a per-CPU array of u64 over CPUs.
 pub fn percpu_sums(m: &dyn MapCore, n: usize) -> Result<Vec<u64>> {
-    (0..n as u32)
-        .map(|k| {
-            let per_cpu = m.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-            Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
-        })
-        .collect()
+    percpu_range_sums(m, 0..n as u32)
+}
+
+/// Sums each slot in `keys` of a per-CPU array of u64 over CPUs.
+pub fn percpu_range_sums(m: &dyn MapCore, keys: std::ops::Range<u32>) -> Result<Vec<u64>> {
+    keys.map(|k| {
+        let per_cpu = m.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+        Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
+    })
+    .collect()
 }
 
 /// Detaches and unpins everything `load` made; safe to run when nothing is loaded.

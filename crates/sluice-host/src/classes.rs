@@ -470,13 +470,7 @@ impl ClassCounts {
 
 /// The counts of class `id`.
 pub fn counts(id: u32) -> Result<ClassCounts> {
-    let m = pinned("class_counters")?;
-    let sums = (0..NCOUNTERS)
-        .map(|k| {
-            let per_cpu = m.lookup_percpu(&(id * NCOUNTERS + k).to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-            Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
-        })
-        .collect::<Result<Vec<u64>>>()?;
+    let sums = agent::percpu_range_sums(&pinned("class_counters")?, id * NCOUNTERS..(id + 1) * NCOUNTERS)?;
     let n = Negotiation::ALL.len();
     Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2], negotiated: sums[3..3 + n].try_into().unwrap(), malformed: sums[3 + n] })
 }
@@ -484,13 +478,9 @@ pub fn counts(id: u32) -> Result<ClassCounts> {
 /// Declarations of intent number `intent` (0: requests naming none) per outcome
 /// (`INTENT_OUTCOMES`' order).
 pub fn intent_counts(intent: u32) -> Result<[u64; 4]> {
-    let m = pinned("intent_counters")?;
-    let mut out = [0u64; 4];
-    for (k, o) in out.iter_mut().enumerate() {
-        let per_cpu = m.lookup_percpu(&(intent * 4 + k as u32).to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-        *o = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum();
-    }
-    Ok(out)
+    let n = INTENT_OUTCOMES.len() as u32;
+    let sums = agent::percpu_range_sums(&pinned("intent_counters")?, intent * n..(intent + 1) * n)?;
+    Ok(sums.try_into().expect("one sum per outcome"))
 }
 
 /// The number of an intent (`INTENTS`' order, from 1), as `include/sluice/intent.h` has it.

@@ -147,18 +147,24 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
     Ok(out)
 }
 
+/// Refuses an intent name that is none of [`INTENTS`], as `table.<intent>`.
+pub fn known_intent(intent: &str, table: &str) -> Result<(), String> {
+    if INTENTS.contains(&intent) {
+        return Ok(());
+    }
+    Err(format!(
+        "{table}.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
+        crate::words::did_you_mean(intent, INTENTS)
+    ))
+}
+
 /// Checks `[policy]` against the classes: each key an intent, each value a class. Returns
 /// (intent, class index) pairs.
 pub fn check_intents(policy: &BTreeMap<String, String>, classes: &[CheckedClass]) -> Result<Vec<(String, usize)>, String> {
     let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
     let mut out = Vec::new();
     for (intent, class) in policy {
-        if !INTENTS.contains(&intent.as_str()) {
-            return Err(format!(
-                "policy.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
-                crate::words::did_you_mean(intent, INTENTS)
-            ));
-        }
+        known_intent(intent, "policy")?;
         let c = names.iter().position(|n| n == class).ok_or_else(|| {
             format!(
                 "policy.{intent}: unknown class \"{class}\"; defined classes: {}{}",

@@ -103,12 +103,7 @@ pub fn parse(text: &str, file: &str) -> Result<CheckedPolicy, ScenarioError> {
 /// Every intent a policy maps is given the cgroups that may claim it, and nothing else is.
 fn check_permits(p: &HostPolicy) -> Result<(), String> {
     for (intent, cgroups) in &p.permits {
-        if !classes::INTENTS.contains(&intent.as_str()) {
-            return Err(format!(
-                "permits.{intent}: unknown intent; expected latency_sensitive, bulk, target_rate or deadline{}",
-                crate::words::did_you_mean(intent, classes::INTENTS)
-            ));
-        }
+        classes::known_intent(intent, "permits")?;
         if !p.policy.contains_key(intent) {
             return Err(format!("permits.{intent}: no policy.{intent} maps this intent to a class; add one or remove the permit"));
         }
