@@ -67,6 +67,9 @@ enum Command {
     /// reloads it on SIGHUP or change; `status`, `check FILE`.
     #[cfg(feature = "host")]
     Agent(sluice_host::cli::AgentArgs),
+    /// The fleet's policy in etcd: apply, diff, history, rollback; every host's status.
+    #[cfg(feature = "host")]
+    Admin(sluice_host::cli::AdminArgs),
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
     #[cfg(feature = "host")]
     Host {
@@ -89,6 +92,13 @@ enum Command {
     #[cfg(not(feature = "host"))]
     #[command(disable_help_flag = true)]
     Agent {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
+    /// The fleet's policy in etcd (needs the `host` feature).
+    #[cfg(not(feature = "host"))]
+    #[command(disable_help_flag = true)]
+    Admin {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         rest: Vec<String>,
     },
@@ -152,13 +162,15 @@ fn main() -> ExitCode {
         #[cfg(feature = "host")]
         Command::Agent(args) => sluice_host::cli::run_agent(args),
         #[cfg(feature = "host")]
+        Command::Admin(args) => sluice_host::cli::run_admin(args),
+        #[cfg(feature = "host")]
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
         #[cfg(feature = "host")]
         Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
         #[cfg(feature = "host")]
         Command::Proxy { cmd } => sluice_host::cli::run_proxy(cmd),
         #[cfg(not(feature = "host"))]
-        Command::Agent { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
+        Command::Agent { .. } | Command::Admin { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

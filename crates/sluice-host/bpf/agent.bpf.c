@@ -135,6 +135,27 @@ static __always_inline void write(struct bpf_sock_ops *skops)
 		count(AG_OPT_WRITTEN);
 }
 
+/*
+ * Clamps an echo that reads beyond agent_config's bounds, counting each field it clamps: a forged
+ * or corrupted echo (from the peer or a device on the path) then moves the sender's congestion
+ * control and telemetry no further than a plausible reading would. A queue reading stays a queue
+ * reading and a utilization stays a utilization. Out of line: only an implausible echo gets here.
+ */
+static __noinline void clamp_echo(struct tcp_int_fields *f, const struct agent_config *cfg)
+{
+	__u8 branch = f->int_ecr & TCP_INT_QDEPTH_FLAG;
+	__u8 max = branch ? cfg->ecr_queue_max : cfg->ecr_util_max;
+
+	if ((f->int_ecr & 0x7f) > max) {
+		f->int_ecr = branch | (max & 0x7f);
+		count(AG_ECR_INT_CLAMPED);
+	}
+	if (f->lat_ecr > cfg->ecr_lat_max) {
+		f->lat_ecr = cfg->ecr_lat_max;
+		count(AG_ECR_LAT_CLAMPED);
+	}
+}
+
 static __always_inline void parse(struct bpf_sock_ops *skops)
 {
 	struct agent_config *cfg = agent_cfg();
@@ -178,6 +199,10 @@ static __always_inline void parse(struct bpf_sock_ops *skops)
 	st->rx_id = f.id;
 	st->rx_lat = f.lat;
 	if (f.int_ecr || f.id_ecr || f.lat_ecr) {
+		/* One comparison per field on the per-segment path; clamping itself is out of line. */
+		if (cfg && ((f.int_ecr & 0x7f) > (f.int_ecr & TCP_INT_QDEPTH_FLAG ? cfg->ecr_queue_max : cfg->ecr_util_max) ||
+			    f.lat_ecr > cfg->ecr_lat_max))
+			clamp_echo(&f, cfg);
 		st->ecr_int_val = f.int_ecr;
 		st->ecr_id = f.id_ecr;
 		st->ecr_lat = f.lat_ecr;

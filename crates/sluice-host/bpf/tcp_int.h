@@ -114,6 +114,16 @@ struct agent_config {
 	__u32 int_enabled;  /* add the option to outgoing segments */
 	__u32 echo_enabled; /* fill the echo fields from what arrived */
 	__u64 sample_ns;    /* at most one telemetry event per flow per this interval (0: every segment) */
+	/*
+	 * Plausible bounds of an arriving echo (agent::EchoBounds): a reading above its bound is
+	 * clamped to it before the socket stores it (and congestion control reads it), and counted.
+	 * INTval bounds are codes (bits 0-6), so the check needs no shift; 0x7f and TCP_INT_LAT_MAX
+	 * admit everything the wire can carry.
+	 */
+	__u32 ecr_lat_max;  /* summed hop latency, ns */
+	__u8 ecr_queue_max; /* queue readings (bit 7 set) */
+	__u8 ecr_util_max;  /* utilization readings (bit 7 clear) */
+	__u8 pad[2];
 };
 
 /* Per-socket TCP-INT state (socket local storage). */
@@ -163,7 +173,9 @@ enum agent_counter {
 	AG_EVENTS = 7,         /* telemetry records handed to the ring buffer */
 	AG_EVENTS_LOST = 8,    /* records dropped because the ring buffer was full */
 	AG_NO_STORAGE = 9,     /* sockets whose local storage could not be made */
-	AG_NCOUNTERS = 10,
+	AG_ECR_INT_CLAMPED = 10, /* echoed INTvals above agent_config's bound for their branch (clamped) */
+	AG_ECR_LAT_CLAMPED = 11, /* echoed latencies above agent_config's bound (clamped) */
+	AG_NCOUNTERS = 12,
 };
 
 /* ---- Per-connection CC policy (cc_select.bpf.c) ---- */

@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::{Deserialize, Serialize};
+use sluice_sim::packet::tcp_int::IntEncoding;
 use std::fs;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -29,11 +30,17 @@ pub const COUNTERS: &[&str] = &[
     "events",
     "events_lost",
     "no_storage",
+    "echo_int_clamped",
+    "echo_lat_clamped",
 ];
 /// Index of the counter of 0x72 options with a wrong length.
 pub const MALFORMED_LEN: usize = 5;
 /// Index of the counter of truncated 0x72 options.
 pub const MALFORMED_TRUNC: usize = 6;
+/// Index of the counter of echoed INTvals clamped to `EchoBounds`.
+pub const ECHO_INT_CLAMPED: usize = 10;
+/// Index of the counter of echoed latencies clamped to `EchoBounds`.
+pub const ECHO_LAT_CLAMPED: usize = 11;
 
 /// Names of the CC policy program's counters.
 pub const CC_COUNTERS: &[&str] = &["cc_set", "cc_set_failed", "neg_answered", "neg_malformed"];
@@ -129,7 +136,12 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
     let mut obj = MaybeUninit::uninit();
     let open = AgentSkelBuilder::default().open(&mut obj).context("opening the agent BPF object")?;
     let skel = open.load().context("loading the agent into the kernel (verifier)")?;
-    let cfg = config_bytes(opts.int_enabled, opts.echo_enabled, opts.sample_ns);
+    let cfg = config_bytes(&Config {
+        int_enabled: opts.int_enabled,
+        echo_enabled: opts.echo_enabled,
+        sample_ns: opts.sample_ns,
+        echo_bounds: EchoBounds::default(),
+    });
     skel.maps.agent_config.update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)?;
     for (map, name) in [
         (&skel.maps.agent_config, "agent_config"),
@@ -179,11 +191,14 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
     Ok(())
 }
 
-fn config_bytes(int_enabled: bool, echo_enabled: bool, sample_ns: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(16);
-    v.extend_from_slice(&(int_enabled as u32).to_ne_bytes());
-    v.extend_from_slice(&(echo_enabled as u32).to_ne_bytes());
-    v.extend_from_slice(&sample_ns.to_ne_bytes());
+/// `struct agent_config` as the BPF programs read it.
+fn config_bytes(c: &Config) -> Vec<u8> {
+    let mut v = Vec::with_capacity(24);
+    v.extend_from_slice(&(c.int_enabled as u32).to_ne_bytes());
+    v.extend_from_slice(&(c.echo_enabled as u32).to_ne_bytes());
+    v.extend_from_slice(&c.sample_ns.to_ne_bytes());
+    v.extend_from_slice(&c.echo_bounds.lat_ns.to_ne_bytes());
+    v.extend_from_slice(&[c.echo_bounds.queue_code, c.echo_bounds.util_code, 0, 0]);
     v
 }
 
@@ -196,6 +211,60 @@ pub struct Config {
     pub echo_enabled: bool,
     /// Telemetry sampling interval per flow.
     pub sample_ns: u64,
+    /// Bounds an arriving echo is clamped to.
+    pub echo_bounds: EchoBounds,
+}
+
+/// The largest readings an arriving TCP-INT echo may carry. The agent clamps an echo above them
+/// before the socket stores it, so a forged or corrupted echo moves congestion control (ECN+INT
+/// reads the queue) and telemetry no further than a plausible one, and counts each clamped field
+/// (`echo_int_clamped`, `echo_lat_clamped`).
+///
+/// INTval bounds are codes (bits 0-6 of the byte): a queue reading decodes to `code <<
+/// qdepth_shift` bytes, a utilization to `code << util_shift` percent. The default admits the
+/// whole wire range, because at the default encoding every code is one a sluice switch can
+/// produce: 127 queue units are 1 MiB at 8 KiB each, within a datacenter port's buffer, and
+/// utilization above 100 % is what a switch's window legitimately measures while a burst arrives
+/// faster than the port drains (up to its own saturation at 127). An operator who knows the
+/// fabric (its buffers, its longest plausible path latency) sets tighter ones with `set_echo_bounds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoBounds {
+    /// Largest queue code (0 to 127).
+    pub queue_code: u8,
+    /// Largest utilization code (0 to 127).
+    pub util_code: u8,
+    /// Largest summed hop latency, ns (at most 2^24 - 1, the field's width).
+    pub lat_ns: u32,
+}
+
+/// Largest INTval code and latency the wire can carry.
+const CODE_MAX: u8 = 0x7f;
+const LAT_MAX: u32 = 0xff_ffff;
+
+impl Default for EchoBounds {
+    fn default() -> Self {
+        EchoBounds { queue_code: CODE_MAX, util_code: CODE_MAX, lat_ns: LAT_MAX }
+    }
+}
+
+impl EchoBounds {
+    /// Bounds in the units readings decode to under `enc`: each code is the largest whose
+    /// decoded value does not exceed its bound.
+    pub fn from_units(queue_bytes: u64, util_percent: u64, lat_ns: u64, enc: &IntEncoding) -> EchoBounds {
+        let code = |v: u64, shift: u32| v.checked_shr(shift).unwrap_or(0).min(CODE_MAX as u64) as u8;
+        EchoBounds {
+            queue_code: code(queue_bytes, enc.qdepth_shift),
+            util_code: code(util_percent, enc.util_shift),
+            lat_ns: lat_ns.min(LAT_MAX as u64) as u32,
+        }
+    }
+
+    /// The bounds as text, decoded under `enc`.
+    pub fn text(&self, enc: &IntEncoding) -> String {
+        let q = (self.queue_code as u64).checked_shl(enc.qdepth_shift).unwrap_or(u64::MAX);
+        let u = (self.util_code as u64).checked_shl(enc.util_shift).unwrap_or(u64::MAX);
+        format!("queue <= {q} B, util <= {u}%, latency <= {} ns", self.lat_ns)
+    }
 }
 
 fn open_pinned(name: &str) -> Result<MapHandle> {
@@ -206,8 +275,16 @@ fn open_pinned(name: &str) -> Result<MapHandle> {
 pub fn config() -> Result<Config> {
     let m = open_pinned("agent_config")?;
     let v = m.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.ok_or_else(|| anyhow!("agent_config has no entry"))?;
+    if v.len() < 24 {
+        bail!("agent_config holds {} bytes, expected 24 (an agent loaded by an older sluice: reload it)", v.len());
+    }
     let u32_at = |o: usize| u32::from_ne_bytes(v[o..o + 4].try_into().unwrap());
-    Ok(Config { int_enabled: u32_at(0) != 0, echo_enabled: u32_at(4) != 0, sample_ns: u64::from_ne_bytes(v[8..16].try_into().unwrap()) })
+    Ok(Config {
+        int_enabled: u32_at(0) != 0,
+        echo_enabled: u32_at(4) != 0,
+        sample_ns: u64::from_ne_bytes(v[8..16].try_into().unwrap()),
+        echo_bounds: EchoBounds { lat_ns: u32_at(16), queue_code: v[20], util_code: v[21] },
+    })
 }
 
 /// Changes runtime switches; `None` leaves one as it is.
@@ -217,7 +294,19 @@ pub fn set(int: Option<bool>, echo: Option<bool>, sample_ns: Option<u64>) -> Res
     c.int_enabled = int.unwrap_or(c.int_enabled);
     c.echo_enabled = echo.unwrap_or(c.echo_enabled);
     c.sample_ns = sample_ns.unwrap_or(c.sample_ns);
-    open_pinned("agent_config")?.update(&0u32.to_ne_bytes(), &config_bytes(c.int_enabled, c.echo_enabled, c.sample_ns), MapFlags::ANY)?;
+    open_pinned("agent_config")?.update(&0u32.to_ne_bytes(), &config_bytes(&c), MapFlags::ANY)?;
+    Ok(c)
+}
+
+/// Changes the bounds arriving echoes are clamped to; they apply from the next segment on.
+pub fn set_echo_bounds(b: EchoBounds) -> Result<Config> {
+    sys::require_root("changing the agent's echo bounds")?;
+    if b.queue_code > CODE_MAX || b.util_code > CODE_MAX || b.lat_ns > LAT_MAX {
+        bail!("echo bounds {b:?}: INTval codes go up to {CODE_MAX} and latencies to {LAT_MAX} ns");
+    }
+    let mut c = config()?;
+    c.echo_bounds = b;
+    open_pinned("agent_config")?.update(&0u32.to_ne_bytes(), &config_bytes(&c), MapFlags::ANY)?;
     Ok(c)
 }
 
@@ -342,6 +431,7 @@ pub fn status_text() -> Result<String> {
     let c = config()?;
     writeln!(s, "host agent: loaded on cgroup {}", st.cgroup.display())?;
     writeln!(s, "  int: {}  echo: {}  sample: {} us", onoff(c.int_enabled), onoff(c.echo_enabled), c.sample_ns / 1000)?;
+    writeln!(s, "  echoes clamped to: {}", c.echo_bounds.text(&IntEncoding::default()))?;
     writeln!(s, "  congestion control registered: {}", if st.ccs.is_empty() { "none".into() } else { st.ccs.join(" ") })?;
     let counters = read_counters("agent_counters", COUNTERS.len())?;
     for (n, v) in COUNTERS.iter().zip(&counters) {
@@ -363,5 +453,23 @@ fn onoff(b: bool) -> &'static str {
         "on"
     } else {
         "off"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_bounds_round_down_to_codes_and_saturate_at_the_wire_range() {
+        let enc = IntEncoding::default();
+        // 8 KiB queue units, 1 % utilization units.
+        assert_eq!(EchoBounds::from_units((256 << 10) + 8191, 110, 2_000_000, &enc), EchoBounds { queue_code: 32, util_code: 110, lat_ns: 2_000_000 });
+        assert_eq!(EchoBounds::from_units(u64::MAX, u64::MAX, u64::MAX, &enc), EchoBounds::default());
+        let wide = IntEncoding { qdepth_shift: 64, util_shift: 1, ..enc };
+        assert_eq!(EchoBounds::from_units(u64::MAX, 101, 0, &wide), EchoBounds { queue_code: 0, util_code: 50, lat_ns: 0 });
+        assert_eq!(EchoBounds::default().text(&enc), "queue <= 1040384 B, util <= 127%, latency <= 16777215 ns");
+        let c = Config { int_enabled: true, echo_enabled: false, sample_ns: 7, echo_bounds: EchoBounds { queue_code: 1, util_code: 2, lat_ns: 3 } };
+        assert_eq!(config_bytes(&c)[16..], [3, 0, 0, 0, 1, 2, 0, 0]);
     }
 }

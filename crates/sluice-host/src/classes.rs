@@ -494,7 +494,30 @@ pub fn prometheus_text() -> Result<String> {
     let Some(a) = applied()? else { return Ok(String::new()) };
     let counts = a.classes.iter().map(|c| counts(c.id)).collect::<Result<Vec<_>>>()?;
     let declared = a.intents.iter().map(|i| intent_counts(intent_number(&i.intent))).collect::<Result<Vec<_>>>()?;
-    Ok(metrics(&a, &counts, &declared))
+    let mut s = metrics(&a, &counts, &declared);
+    if let Some(r) = crate::fleet::reconcile::fleet_state() {
+        s.push_str(&fleet_metrics(&r));
+    }
+    Ok(s)
+}
+
+/// An agent's fleet figures: the version it runs and the latest it saw, for `sluice admin
+/// status`'s view from each host.
+fn fleet_metrics(r: &crate::fleet::Report) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let seen = r.seen_version.or(r.version).unwrap_or(0);
+    let figures = [
+        ("sluice_fleet_version", "The fleet policy version in force on this host.", r.version.unwrap_or(0)),
+        ("sluice_fleet_seen_version", "The latest fleet policy version this host saw in etcd.", seen),
+        ("sluice_fleet_lag_versions", "Versions seen but not in force.", seen.saturating_sub(r.version.unwrap_or(0))),
+        ("sluice_fleet_refused_version", "The last version this host refused (0: none).", r.refused.as_ref().map_or(0, |(v, _)| *v)),
+        ("sluice_fleet_report_timestamp_seconds", "When the agent last wrote its report.", r.reported_unix_ms / 1000),
+    ];
+    for (name, help, v) in figures {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    }
+    s
 }
 
 /// [`prometheus_text`] of a policy, its classes' counts and its intents' declarations.
@@ -636,5 +659,22 @@ mod tests {
         ] {
             assert!(m.lines().any(|l| l == line), "missing {line:?} in\n{m}");
         }
+    }
+
+    #[test]
+    fn the_fleet_dashboard_reads_only_metrics_the_agent_exports() {
+        let a = Applied { classes: vec![], ..Applied::default() };
+        let r = crate::fleet::Report { version: Some(3), seen_version: Some(4), refused: Some((4, vec![])), ..Default::default() };
+        let exported = format!("{}{}# TYPE sluice_agent_total counter\n", metrics(&a, &[], &[]), fleet_metrics(&r));
+        assert!(exported.contains("sluice_fleet_lag_versions 1"), "{exported}");
+        let names: Vec<&str> = exported.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split(' ').next()).collect();
+        let dashboard = include_str!("../../../docs/grafana/sluice-fleet.json");
+        let mut used = 0;
+        for (i, _) in dashboard.match_indices("sluice_") {
+            let name: String = dashboard[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            assert!(names.contains(&name.as_str()), "the dashboard reads {name}, which no agent exports: {names:?}");
+            used += 1;
+        }
+        assert!(used >= 9, "the dashboard's queries name {used} metrics");
     }
 }

@@ -3,6 +3,7 @@
 use crate::agent::{self, LoadOptions, PolicyKey};
 use crate::circuit::{self, Change, CircuitPlan};
 use crate::delay::DelayLine;
+use crate::fleet::{self, etcd::{Connect, Etcd}, reconcile::FleetOptions};
 use crate::proxy;
 use crate::switch::{self, PortConfig};
 use crate::sys;
@@ -10,6 +11,7 @@ use crate::telemetry::{self, HistField};
 use crate::testbed::{self, Shaper, TestbedOptions};
 use anyhow::{bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -72,6 +74,15 @@ pub enum HostCmd {
         /// Telemetry sampling interval per flow, microseconds.
         #[arg(long)]
         sample_us: Option<u64>,
+        /// Largest echoed queue reading accepted, bytes: larger ones are clamped and counted.
+        #[arg(long)]
+        echo_queue_max: Option<u64>,
+        /// Largest echoed utilization accepted, percent: larger ones are clamped and counted.
+        #[arg(long)]
+        echo_util_max: Option<u64>,
+        /// Largest echoed path latency accepted, ns: larger ones are clamped and counted.
+        #[arg(long)]
+        echo_lat_max: Option<u64>,
     },
     /// Choose the congestion control per port or cgroup (the per-class selection).
     Policy {
@@ -127,7 +138,7 @@ pub struct AgentArgs {
     #[command(subcommand)]
     cmd: Option<AgentCmd>,
     /// The policy to run: `[classes]` (and `version`) in a scenario's schema (docs/platform.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "etcd")]
     policy: Option<PathBuf>,
     /// The cgroup whose connections (its processes' and its descendants') the agent sees, when it
     /// loads the programs itself; /sys/fs/cgroup/unified for the whole host.
@@ -136,6 +147,80 @@ pub struct AgentArgs {
     /// How often the policy file is looked at for changes, in milliseconds.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     poll_ms: u64,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// Fleet mode: this host's labels, which choose its policy's groups (repeat: --label rack=b).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// Fleet mode: the host's name in reports (default: the kernel's host name).
+    #[arg(long)]
+    host: Option<String>,
+    /// Fleet mode: where the last version applied and the log of versions are kept.
+    #[arg(long, default_value = "/var/lib/sluice")]
+    state_dir: PathBuf,
+    /// Fleet mode: check and report each version without writing the kernel's tables.
+    #[arg(long)]
+    dry_run: bool,
+    /// Fleet mode: seconds the host's registration outlives its last renewal.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    lease_ttl: u64,
+    /// Fleet mode: how often the report (versions, counters) is written, in milliseconds.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    report_every_ms: u64,
+}
+
+/// How to reach etcd: shared by `sluice agent --etcd` and `sluice admin`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EtcdArgs {
+    /// etcd's client URLs, comma-separated (https://10.0.0.1:2379,https://10.0.0.2:2379).
+    #[arg(long, value_delimiter = ',', global = true)]
+    etcd: Vec<String>,
+    /// The CA certificate (PEM) that signed the etcd members' certificates.
+    #[arg(long, global = true)]
+    cacert: Option<PathBuf>,
+    /// This client's certificate (PEM), where etcd asks for one.
+    #[arg(long, global = true, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The key (PEM) of --cert.
+    #[arg(long, global = true, requires = "cert")]
+    key: Option<PathBuf>,
+    /// The etcd user to act as (its role decides what it may do; docs/security.md).
+    #[arg(long, global = true, requires = "password_file")]
+    user: Option<String>,
+    /// The file holding --user's password.
+    #[arg(long, global = true, requires = "user")]
+    password_file: Option<PathBuf>,
+    /// Allow http:// URLs: policy and credentials then cross the network unprotected.
+    #[arg(long, global = true)]
+    insecure_plaintext: bool,
+    /// The keys' prefix in etcd: one per fleet.
+    #[arg(long, global = true, default_value = "/sluice")]
+    prefix: String,
+}
+
+impl EtcdArgs {
+    /// The client these flags describe.
+    fn client(&self) -> Result<Etcd> {
+        if !self.prefix.starts_with('/') || self.prefix.ends_with('/') {
+            bail!("--prefix {}: expected a key prefix like /sluice (a leading slash, none at the end)", self.prefix);
+        }
+        Etcd::new(&Connect {
+            endpoints: self.etcd.clone(),
+            cacert: self.cacert.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            user: self.user.clone().zip(self.password_file.clone()),
+            insecure_plaintext: self.insecure_plaintext,
+        })
+    }
+}
+
+/// `KEY=VALUE` of `--label`.
+fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, as rack=b; got {s:?}")),
+    }
 }
 
 /// `sluice agent status|check`.
@@ -152,6 +237,10 @@ pub enum AgentCmd {
 
 /// Runs `sluice agent ...`.
 pub fn run_agent(args: AgentArgs) -> Result<()> {
+    let fleet = !args.etcd.etcd.is_empty();
+    if !fleet && (!args.labels.is_empty() || args.dry_run) {
+        bail!("--label and --dry-run belong to fleet mode: add --etcd URL");
+    }
     match (args.cmd, args.policy) {
         (Some(AgentCmd::Status), _) => print!("{}", agent::status_text()?),
         (Some(AgentCmd::Check { policy }), _) => {
@@ -165,7 +254,101 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
                 bail!("the agent did not start");
             }
         }
-        (None, None) => bail!("sluice agent: expected --policy FILE (the policy to run), or `sluice agent status` or `sluice agent check FILE`"),
+        (None, None) if fleet => {
+            let labels: BTreeMap<String, String> = args.labels.iter().cloned().collect();
+            if labels.len() != args.labels.len() {
+                bail!("--label: each label key once");
+            }
+            let opts = FleetOptions {
+                etcd: args.etcd.client()?,
+                prefix: args.etcd.prefix.clone(),
+                host: args.host.unwrap_or_else(fleet::hostname),
+                labels,
+                state_dir: args.state_dir,
+                dry_run: args.dry_run,
+                cgroup: args.cgroup,
+                lease_ttl: args.lease_ttl,
+                report_every: Duration::from_millis(args.report_every_ms),
+            };
+            fleet::reconcile::run(&opts)?;
+        }
+        (None, None) => bail!(
+            "sluice agent: expected --policy FILE (the policy to run) or --etcd URL (the fleet's), or `sluice agent status` or `sluice agent check FILE`"
+        ),
+    }
+    Ok(())
+}
+
+/// `sluice admin ...`: the fleet's policy in etcd.
+#[derive(clap::Args, Debug)]
+pub struct AdminArgs {
+    #[command(subcommand)]
+    cmd: AdminCmd,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+}
+
+/// `sluice admin apply|diff|history|rollback|status|forget`.
+#[derive(Subcommand, Debug)]
+pub enum AdminCmd {
+    /// Check a policy as every agent will, and write it as the fleet's next version.
+    Apply {
+        /// The policy file (docs/admin.md).
+        policy: PathBuf,
+    },
+    /// What applying a policy would change: per class, then line by line.
+    Diff {
+        /// The policy file.
+        policy: PathBuf,
+    },
+    /// Every version etcd holds: who applied it, when, from which file.
+    History,
+    /// Apply version N's text again, as the next version.
+    Rollback {
+        /// The version to restore.
+        version: u64,
+    },
+    /// Every host: the version it runs, its lag, its negotiations; flags what needs a look.
+    Status {
+        /// One JSON document, for scripts.
+        #[arg(long)]
+        json: bool,
+        /// Flag hosts whose negotiations fall back more often than this share (0 to 1).
+        #[arg(long, default_value_t = 0.05)]
+        fallback_threshold: f64,
+    },
+    /// Drop a host that is gone for good from `status`.
+    Forget {
+        /// The host's name.
+        host: String,
+    },
+}
+
+/// Runs `sluice admin ...`.
+pub fn run_admin(args: AdminArgs) -> Result<()> {
+    if args.etcd.etcd.is_empty() {
+        bail!("sluice admin: expected --etcd URL, the client URL of the fleet's etcd (docs/admin.md)");
+    }
+    let etcd = args.etcd.client()?;
+    let prefix = &args.etcd.prefix;
+    let user = args.etcd.user.as_deref();
+    match args.cmd {
+        AdminCmd::Apply { policy } => println!("{}", fleet::admin::apply(&etcd, prefix, &policy, user)?),
+        AdminCmd::Diff { policy } => print!("{}", fleet::admin::diff(&etcd, prefix, &policy)?),
+        AdminCmd::History => print!("{}", fleet::admin::history_text(&etcd, prefix)?),
+        AdminCmd::Rollback { version } => println!("{}", fleet::admin::rollback(&etcd, prefix, version, user)?),
+        AdminCmd::Status { json, fallback_threshold } => {
+            if !(0.0..=1.0).contains(&fallback_threshold) {
+                bail!("--fallback-threshold {fallback_threshold}: expected a share from 0 to 1, as 0.05");
+            }
+            let s = fleet::admin::status(&etcd, prefix, fallback_threshold)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print!("{}", fleet::admin::status_text(&s, fallback_threshold));
+            }
+        }
+        AdminCmd::Forget { host } => println!("{}", fleet::admin::forget(&etcd, prefix, &host)?),
     }
     Ok(())
 }
@@ -371,9 +554,20 @@ pub fn run_host(cmd: HostCmd) -> Result<()> {
                 print!("{}", switch::status_text(netns.as_deref())?);
             }
         }
-        HostCmd::Set { int, echo, sample_us } => {
+        HostCmd::Set { int, echo, sample_us, echo_queue_max, echo_util_max, echo_lat_max } => {
             let c = agent::set(int.map(Into::into), echo.map(Into::into), sample_us.map(|u| u * 1000))?;
             println!("int: {}  echo: {}  sample: {} us", c.int_enabled, c.echo_enabled, c.sample_ns / 1000);
+            if echo_queue_max.is_some() || echo_util_max.is_some() || echo_lat_max.is_some() {
+                let enc = sluice_sim::packet::tcp_int::IntEncoding::default();
+                let now = c.echo_bounds;
+                let b = agent::EchoBounds::from_units(
+                    echo_queue_max.unwrap_or(u64::from(now.queue_code) << enc.qdepth_shift),
+                    echo_util_max.unwrap_or(u64::from(now.util_code) << enc.util_shift),
+                    echo_lat_max.unwrap_or(u64::from(now.lat_ns)),
+                    &enc,
+                );
+                println!("echoes clamped to: {}", agent::set_echo_bounds(b)?.echo_bounds.text(&enc));
+            }
         }
         HostCmd::Policy { cmd } => match cmd {
             PolicyCmd::Set { port, cgroup, cc } => agent::policy_set(&policy_key(port, cgroup)?, &cc)?,

@@ -1,5 +1,6 @@
 //! sluice on real Linux hosts: TCP-INT in kernel TCP connections (a sockops agent), a software
-//! INT switch on tc, BPF congestion control (struct_ops) and a network-namespace testbed.
+//! INT switch on tc, BPF congestion control (struct_ops), the platform's agent and its fleet mode
+//! on etcd, and a network-namespace testbed.
 
 pub mod agent;
 pub mod cc;
@@ -7,6 +8,7 @@ pub mod classes;
 pub mod circuit;
 pub mod codec;
 pub mod delay;
+pub mod fleet;
 pub mod proxy;
 pub mod service;
 pub mod replay;

@@ -61,26 +61,7 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
             return Ok(Stopped::Refused);
         }
     };
-    match agent::state()? {
-        Some(st) => {
-            println!(
-                "sluice agent: adopting the agent loaded on cgroup {}: its programs, maps and connections carry on",
-                st.cgroup.display()
-            );
-            if st.cgroup != opts.cgroup {
-                eprintln!("warning: --cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", opts.cgroup.display());
-            }
-        }
-        None => {
-            let st = agent::load(&LoadOptions { cgroup: opts.cgroup.clone(), ..LoadOptions::default() })?;
-            println!(
-                "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
-                st.cgroup.display(),
-                agent::pin("").display(),
-                st.ccs.join(" ")
-            );
-        }
-    }
+    load_or_adopt(&opts.cgroup)?;
     put_in_force(&first, &file)?;
 
     let term = Arc::new(AtomicBool::new(false));
@@ -107,6 +88,31 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     }
     println!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
     Ok(Stopped::Signal)
+}
+
+/// Loads the BPF programs on `cgroup`, or adopts the ones an earlier agent pinned.
+pub fn load_or_adopt(cgroup: &Path) -> Result<()> {
+    match agent::state()? {
+        Some(st) => {
+            println!(
+                "sluice agent: adopting the agent loaded on cgroup {}: its programs, maps and connections carry on",
+                st.cgroup.display()
+            );
+            if st.cgroup != *cgroup {
+                eprintln!("warning: --cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", cgroup.display());
+            }
+        }
+        None => {
+            let st = agent::load(&LoadOptions { cgroup: cgroup.to_path_buf(), ..LoadOptions::default() })?;
+            println!(
+                "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
+                st.cgroup.display(),
+                agent::pin("").display(),
+                st.ccs.join(" ")
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Applies a checked policy and says so.

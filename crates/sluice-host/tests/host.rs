@@ -838,6 +838,97 @@ fn malformed_options_on_the_wire_are_counted_and_ignored() {
     assert_eq!(dsw, n_len + n_trunc, "switch malformed");
 }
 
+/// What the agent stored of the last echo a socket received: (INTecr, LatEcr, echoes so far),
+/// read from its socket storage by descriptor (`struct int_sk`).
+fn stored_echo(c: &TcpStream) -> (u8, u32, u64) {
+    let m = libbpf_rs::MapHandle::from_pinned_path(agent::pin("int_sk_store")).expect("pinned int_sk_store");
+    let v = libbpf_rs::MapCore::lookup(&m, &c.as_raw_fd().to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .expect("socket storage lookup")
+        .expect("the socket has agent storage");
+    (v[12], u32::from_ne_bytes(v[8..12].try_into().unwrap()), u64::from_ne_bytes(v[16..24].try_into().unwrap()))
+}
+
+/// A TCP-INT option carrying echo fields only.
+fn echo_option(int_ecr: u8, lat_ecr: u32) -> Vec<u8> {
+    let o = TcpInt { int_val: 0, int_ecr, id: 0, id_ecr: 3, lat: 0, lat_ecr };
+    codec::bpf_encode(&o).to_vec()
+}
+
+#[test]
+fn forged_echoes_are_clamped_and_counted() {
+    let _g = prerequisites();
+    let tb = TestbedGuard::up("sltfe", 1500, 0);
+    let _agent = AgentGuard::load("sluice-test-forged-echo");
+    let (h1, h3, dst) = (tb.ns(0), tb.ns(2), tb.addr(2));
+    // Without timestamps a bare segment is as acceptable as the stack's own.
+    sys::run("ip", &["netns", "exec", &h1, "sysctl", "-qw", "net.ipv4.tcp_timestamps=0"]).unwrap();
+    let enc = IntEncoding::default();
+    // A fabric whose buffers hold 256 KiB a port and whose paths add at most 2 ms.
+    let bounds = agent::EchoBounds::from_units(256 << 10, 110, 2_000_000, &enc);
+    assert_eq!((bounds.queue_code, bounds.util_code, bounds.lat_ns), (32, 110, 2_000_000));
+    assert_eq!(agent::set_echo_bounds(bounds).unwrap().echo_bounds, bounds);
+
+    let listener = in_netns(&h3, || TcpListener::bind(("0.0.0.0", 5601)).expect("bind")).join().unwrap();
+    let client = in_netns(&h1, move || TcpStream::connect((dst, 5601)).expect("connect")).join().unwrap();
+    let raw = in_netns(&h1, RawSocket::open).join().unwrap();
+    let (mut server, _) = listener.accept().expect("accept");
+    // Real traffic first, so the connection is in full swing before anything is forged.
+    let mut c = &client;
+    c.write_all(&vec![1u8; 1 << 16]).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    server.read_exact(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (seq, ack) = repair_seqs(&client);
+    let local = match client.local_addr().unwrap() {
+        SocketAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+
+    // (INTecr, LatEcr sent) -> (INTecr, LatEcr stored, INTval clamped, latency clamped)
+    let cases: [((u8, u32), (u8, u32, u64, u64)); 6] = [
+        ((0x80 | 32, 2_000_000), (0x80 | 32, 2_000_000, 0, 0)), // a queue and a latency at their bounds
+        ((100, 1_000), (100, 1_000, 0, 0)),                      // 100 % utilization
+        ((0x80 | 127, 500), (0x80 | 32, 500, 1, 0)),             // 1 MiB queue: a queue still, at 256 KiB
+        ((127, 0xff_ffff), (110, 2_000_000, 1, 1)),              // 127 % and 16.7 ms: both clamped
+        ((50, 3_000_000), (50, 2_000_000, 0, 1)),                // 3 ms only
+        ((0x80 | 33, 2_000_001), (0x80 | 32, 2_000_000, 1, 1)),  // one unit past each bound
+    ];
+    let int0 = agent_counter(agent::ECHO_INT_CLAMPED);
+    let lat0 = agent_counter(agent::ECHO_LAT_CLAMPED);
+    let (_, _, mut n) = stored_echo(&server);
+    let (mut want_int, mut want_lat) = (0, 0);
+    for ((sent_int, sent_lat), (int, lat, dint, dlat)) in cases {
+        raw.send(&bare_ack(*local.ip(), dst, local.port(), 5601, seq, ack, &echo_option(sent_int, sent_lat)));
+        let t = Instant::now();
+        let got = loop {
+            let got = stored_echo(&server);
+            if got.2 > n || t.elapsed() > Duration::from_secs(2) {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(got, (int, lat, n + 1), "echo {sent_int:#x} {sent_lat} ns stored as (INTecr, LatEcr, count)");
+        n += 1;
+        want_int += dint;
+        want_lat += dlat;
+        let counted = (agent_counter(agent::ECHO_INT_CLAMPED) - int0, agent_counter(agent::ECHO_LAT_CLAMPED) - lat0);
+        assert_eq!(counted, (want_int, want_lat), "clamps counted after echo {sent_int:#x} {sent_lat} ns");
+    }
+    println!("forged echoes: {want_int} INTvals and {want_lat} latencies clamped and counted");
+    assert_eq!((want_int, want_lat), (3, 3));
+
+    // Operators see them: `sluice host status` and the Prometheus export name both counters.
+    let status = agent::status_text().unwrap();
+    assert!(status.contains("echoes clamped to: queue <= 262144 B, util <= 110%, latency <= 2000000 ns"), "{status}");
+    let counters = agent::read_counters("agent_counters", agent::COUNTERS.len()).unwrap();
+    for (name, i) in [("echo_int_clamped", agent::ECHO_INT_CLAMPED), ("echo_lat_clamped", agent::ECHO_LAT_CLAMPED)] {
+        assert!(status.contains(&format!("  {name:16} {}\n", counters[i])), "{status}");
+        let prom = telemetry::prometheus_text(&telemetry::Flows::new(), &counters, &enc);
+        assert!(prom.contains(&format!("sluice_agent_total{{counter=\"{name}\"}} {}\n", counters[i])), "{prom}");
+    }
+    drop((client, server));
+}
+
 /// (next sequence number to send, next expected) of a connection, read in TCP repair mode.
 fn repair_seqs(c: &TcpStream) -> (u32, u32) {
     const TCP_REPAIR: i32 = 19;

@@ -167,4 +167,28 @@ mod tests {
         assert_eq!(negotiate(hpcc, Support { path_all_int: false, ..ALL }), Negotiation::PathHasLegacyInt);
         assert_eq!(negotiate(hpcc, Support { path_ecn: false, ..ALL }), Negotiation::Accepted, "HPCC needs no ECN");
     }
+
+    /// The downgrade defence (docs/security.md): whatever an answer claims, a flow runs its
+    /// class's algorithm only when the answer holds everything that algorithm needs, and a
+    /// missing or stripped answer always yields the fallback; the outcome is one of the two, so
+    /// no answer can select an algorithm the class does not list.
+    #[test]
+    fn no_answer_selects_more_than_it_proves_and_a_stripped_one_falls_back() {
+        for o in 0u8..8 {
+            let offer = Offer { needs_int: o & 1 != 0, needs_ecn: o & 2 != 0, needs_hop_records: o & 4 != 0 };
+            for b in 0u8..64 {
+                let bit = |i: u8| b & (1 << i) != 0;
+                let support = Support { answered: bit(0), local_int: bit(1), peer_int: bit(2), path_int: bit(3), path_all_int: bit(4), path_ecn: bit(5) };
+                let n = negotiate(offer, support);
+                assert_eq!(n == Negotiation::PeerSilent, !support.answered, "{offer:?} {support:?}");
+                if n == Negotiation::Accepted {
+                    let int_ok = support.local_int && support.peer_int && support.path_int;
+                    assert!(!offer.needs_int || int_ok, "{offer:?} accepted without TCP-INT: {support:?}");
+                    assert!(!offer.needs_hop_records || (int_ok && support.path_all_int), "{offer:?} {support:?}");
+                    assert!(!offer.needs_ecn || support.path_ecn, "{offer:?} accepted without ECN: {support:?}");
+                }
+                assert_ne!(n, Negotiation::NotNegotiated, "a handshake always negotiates");
+            }
+        }
+    }
 }

@@ -750,6 +750,7 @@ const TABLE_KEYS: &[&str] = &[
     "sim", "topology", "switch", "switch.ecn", "transport", "classes", "classes.*", "classes.*.params",
     "classes.*.match", "events.*", "events.*.params", "workloads.*", "workloads.*.flows.*", "output", "output.queues", "output.cwnd",
     "output.fct_buckets", "output.telemetry", "output.pcap", "int", "int.switches", "int.switches.*", "policy", "limits", "tlt", "pfc", "rdma",
+    "groups", "groups.*", "groups.*.hosts", "groups.*.classes", "groups.*.classes.*", "groups.*.classes.*.params", "groups.*.classes.*.match",
 ];
 
 /// Refuses a list where the schema has a table (`sim = ["5ms", 7, false]`), which serde would
@@ -960,11 +961,13 @@ fn line_of_written_key(text: &str, key: &str) -> Option<usize> {
     let table = parts[..parts.len() - 1].join(".");
     let table = table.split('[').next().unwrap_or_default();
     let mut in_table = table.is_empty();
+    let mut current = "";
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.starts_with('[') {
             let name = t.trim_matches(|c| c == '[' || c == ']').trim();
             in_table = table.is_empty() || name == table || name.starts_with(&format!("{table}."));
+            current = name;
             if !table.is_empty() && name == format!("{table}.{leaf}") {
                 return Some(i + 1);
             }
@@ -972,6 +975,14 @@ fn line_of_written_key(text: &str, key: &str) -> Option<usize> {
         }
         if in_table && (t.starts_with(&format!("{leaf} ")) || t.starts_with(&format!("{leaf}="))) {
             return Some(i + 1);
+        }
+        // A dotted key (`classes.q = { ... }` in `[groups.g]`) writes its whole path.
+        if let Some((lhs, _)) = t.split_once('=') {
+            let lhs: String = lhs.split('.').map(str::trim).collect::<Vec<_>>().join(".");
+            let full = if current.is_empty() { lhs } else { format!("{current}.{lhs}") };
+            if full == key {
+                return Some(i + 1);
+            }
         }
     }
     None

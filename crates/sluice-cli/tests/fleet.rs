@@ -1,0 +1,672 @@
+//! Fleet mode against a real etcd: a three-member cluster on loopback, started by the test and
+//! stopped after; `sluice admin` as the operator runs it; agents as processes. One agent enforces
+//! (the kernel's class table); the others are dry-run agents, because the kernel's congestion
+//! control names are one namespace per machine, so a second enforcing agent on this kernel would
+//! share the first one's tables; their path from etcd to the policy's checks is the same. One
+//! dry-run agent runs in a network namespace so that the test can cut it off.
+//!
+//! `cargo test --release -p sluice-cli --features host --test fleet -- --nocapture` prints the
+//! distribution of the time a change takes to reach every agent (docs/admin.md).
+#![cfg(feature = "host")]
+
+use sluice_host::fleet::admin;
+use sluice_host::fleet::etcd::{Connect, Etcd};
+use sluice_host::{agent, classes, sys};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Waits up to `secs` for `cond`.
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn need_etcd() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the fleet tests need root (BPF, network namespaces)");
+        return false;
+    }
+    assert!(
+        Command::new("etcd").arg("--version").output().is_ok_and(|o| o.status.success()),
+        "the fleet tests need etcd (Debian: apt-get install etcd-server etcd-client); tools/test-all installs it"
+    );
+    true
+}
+
+/// An etcd cluster of `n` members on loopback (and, for the partition, on `also`), each a child
+/// process with its data in a temporary directory; dropped: every member killed.
+struct Cluster {
+    dir: tempfile::TempDir,
+    members: Vec<Option<Child>>,
+    base: u16,
+    also: Option<&'static str>,
+}
+
+impl Cluster {
+    fn start(n: usize, base: u16, also: Option<&'static str>) -> Cluster {
+        let mut c = Cluster { dir: tempfile::tempdir().unwrap(), members: (0..n).map(|_| None).collect(), base, also };
+        for i in 0..n {
+            c.run(i);
+        }
+        let etcd = c.client();
+        wait_for("etcd's quorum", 20, || etcd.get("/probe", None).is_ok());
+        c
+    }
+
+    fn client_port(&self, i: usize) -> u16 {
+        self.base + i as u16
+    }
+
+    /// Client URLs on `host`.
+    fn urls(&self, host: &str) -> String {
+        (0..self.members.len()).map(|i| format!("http://{host}:{}", self.client_port(i))).collect::<Vec<_>>().join(",")
+    }
+
+    fn client(&self) -> Etcd {
+        Etcd::new(&Connect { endpoints: self.urls("127.0.0.1").split(',').map(String::from).collect(), insecure_plaintext: true, ..Connect::default() })
+            .unwrap()
+    }
+
+    /// Starts member `i` (again: its data directory keeps it in the cluster).
+    fn run(&mut self, i: usize) {
+        let peers: Vec<String> = (0..self.members.len()).map(|j| format!("m{j}=http://127.0.0.1:{}", self.base + 100 + j as u16)).collect();
+        let mut listen = format!("http://127.0.0.1:{}", self.client_port(i));
+        if let Some(ip) = self.also {
+            listen.push_str(&format!(",http://{ip}:{}", self.client_port(i)));
+        }
+        let log = std::fs::File::create(self.dir.path().join(format!("m{i}.log"))).unwrap();
+        let child = Command::new("etcd")
+            .args(["--name", &format!("m{i}"), "--data-dir", self.dir.path().join(format!("m{i}")).to_str().unwrap()])
+            .args(["--listen-client-urls", &listen, "--advertise-client-urls", &format!("http://127.0.0.1:{}", self.client_port(i))])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{}", self.base + 100 + i as u16)])
+            .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{}", self.base + 100 + i as u16)])
+            .args(["--initial-cluster", &peers.join(","), "--initial-cluster-token", "sluice-fleet-test"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting etcd");
+        self.members[i] = Some(child);
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// A running `sluice agent --etcd`; dropped: killed.
+struct FleetAgent {
+    name: String,
+    state: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl FleetAgent {
+    fn start(name: &str, state: &Path, args: Vec<String>) -> FleetAgent {
+        let mut a = FleetAgent { name: name.into(), state: state.to_path_buf(), args, child: None };
+        a.spawn();
+        a
+    }
+
+    fn spawn(&mut self) {
+        std::fs::create_dir_all(&self.state).unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.state.join("agent.log")).unwrap();
+        self.child = Some(
+            Command::new(&self.args[0]).args(&self.args[1..]).stdout(log.try_clone().unwrap()).stderr(log).spawn().expect("starting the agent"),
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// (version, applied at ms) of every version the agent put in force, in order.
+    fn applied(&self) -> Vec<(u64, u64)> {
+        let log = std::fs::read_to_string(self.state.join("fleet-applied.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                Some((f.first()?.parse().ok()?, f.get(2)?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn version(&self) -> u64 {
+        self.applied().last().map_or(0, |v| v.0)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.state.join("agent.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for FleetAgent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A network namespace joined to this one by a veth pair (10.231.0.1 here, .2 there); dropped:
+/// deleted.
+struct Netns;
+
+const NS: &str = "sluice-fleet";
+const HERE: &str = "10.231.0.1";
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().expect("running ip");
+    assert!(o.status.success(), "ip {}: {}", args.join(" "), text(&o.stderr));
+}
+
+impl Netns {
+    fn new() -> Netns {
+        let _ = Command::new("ip").args(["netns", "del", NS]).output();
+        let _ = Command::new("ip").args(["link", "del", "sfleet0"]).output();
+        ip(&["netns", "add", NS]);
+        ip(&["link", "add", "sfleet0", "type", "veth", "peer", "name", "sfleet1"]);
+        ip(&["link", "set", "sfleet1", "netns", NS]);
+        ip(&["addr", "add", &format!("{HERE}/30"), "dev", "sfleet0"]);
+        ip(&["link", "set", "sfleet0", "up"]);
+        ip(&["-n", NS, "addr", "add", "10.231.0.2/30", "dev", "sfleet1"]);
+        ip(&["-n", NS, "link", "set", "sfleet1", "up"]);
+        ip(&["-n", NS, "link", "set", "lo", "up"]);
+        Netns
+    }
+
+    /// Cuts the namespace off, or joins it again.
+    fn cut(&self, off: bool) {
+        ip(&["link", "set", "sfleet0", if off { "down" } else { "up" }]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", "sfleet0"]).output();
+        let _ = Command::new("ip").args(["netns", "del", NS]).output();
+    }
+}
+
+/// The enforcing agent's cgroup; dropped: the agent unloaded.
+struct Enforcing {
+    cgroup: PathBuf,
+    home: PathBuf,
+}
+
+impl Enforcing {
+    /// A loopback connection on `port` opened from the agent's cgroup, so both ends join their
+    /// class; this process leaves the cgroup after, so the processes it starts do not.
+    fn pair(&self, port: u16) -> (TcpStream, TcpStream) {
+        sys::cgroup_join(&self.cgroup, std::process::id()).unwrap();
+        let p = pair(port);
+        sys::cgroup_join(&self.home, std::process::id()).unwrap();
+        p
+    }
+}
+
+impl Drop for Enforcing {
+    fn drop(&mut self) {
+        let _ = sys::cgroup_join(&self.home, std::process::id());
+        if let Err(e) = agent::unload() {
+            eprintln!("cleanup: unloading the agent: {e:#}");
+        }
+        let _ = std::fs::remove_dir(&self.cgroup);
+    }
+}
+
+/// Policy version `k`: the storage class's DCTCP gain changes with it.
+fn policy(k: u64) -> String {
+    format!(
+        "labels = [\"rack\"]\n[classes.storage]\ncc = \"dctcp\"\nparams = {{ g = {} }}\nmatch = {{ dst_ports = [7301] }}\n\
+         [classes.default]\ncc = \"cubic\"\n[groups.rack_b]\nhosts = {{ rack = \"b\" }}\nclasses.storage = {{ cc = \"bbr\" }}\n",
+        0.0625 + k as f64 / 10_000.0
+    )
+}
+
+/// Writes policy `k` with `sluice admin apply` as an operator does; returns when it was started.
+fn apply(dir: &Path, urls: &str, k: u64) -> u64 {
+    let file = dir.join(format!("v{k}.toml"));
+    std::fs::write(&file, policy(k)).unwrap();
+    let t0 = now_ms();
+    let o = sluice().args(["admin", "apply", file.to_str().unwrap(), "--etcd", urls, "--insecure-plaintext"]).output().unwrap();
+    assert!(o.status.success(), "admin apply v{k}: {}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("version {k} applied")), "{}", text(&o.stdout));
+    t0
+}
+
+/// A loopback connection on `port` (client, server).
+fn pair(port: u16) -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("listening");
+    let c = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connecting");
+    let (s, _) = l.accept().expect("accepting");
+    (c, s)
+}
+
+/// Moves 1 MB each way: the connection is alive.
+fn exchange(p: &mut (TcpStream, TcpStream)) {
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut w = p.0.try_clone().unwrap();
+    let sent = data.clone();
+    let writer = std::thread::spawn(move || w.write_all(&sent).unwrap());
+    let mut got = vec![0u8; data.len()];
+    p.1.read_exact(&mut got).unwrap();
+    writer.join().unwrap();
+    assert!(got == data, "the bytes arrived changed");
+}
+
+/// Waits up to `secs` for every agent of `agents` to run version `v`; on a timeout, shows what
+/// each ran and said.
+fn wait_agents(agents: &[FleetAgent], v: u64, secs: u64) {
+    let start = Instant::now();
+    while !agents.iter().all(|a| a.version() == v) {
+        if start.elapsed() > Duration::from_secs(secs) {
+            let seen: Vec<String> = agents.iter().map(|a| format!("{} at {}:\n{}", a.name, a.version(), a.log())).collect();
+            panic!("timed out after {secs} s waiting for version {v}:\n{}", seen.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// A change reaches every agent within a second (over 100 changes); one member killed changes
+/// nothing; etcd stopped entirely leaves every agent enforcing and every connection running,
+/// and they catch up without skipping a version when it returns; an agent killed and restarted
+/// mid-change ends at the current version with every version in between; a partitioned agent is
+/// stale after its lease and catches up when joined again; the history holds every version.
+#[test]
+fn changes_reach_every_agent_and_faults_lose_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    agent::unload().expect("unloading a stale agent");
+    let net = Netns::new();
+    let mut etcd = Cluster::start(3, 23710, Some(HERE));
+    let urls = etcd.urls("127.0.0.1");
+    let client = etcd.client();
+    let dir = tempfile::tempdir().unwrap();
+    let start_agents = apply(dir.path(), &urls, 1);
+
+    let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).unwrap();
+    let enforcing = Enforcing { cgroup: Path::new(sys::CGROUP2_ROOT).join("sluice-fleet-test"), home };
+    let bin = env!("CARGO_BIN_EXE_sluice").to_string();
+    let fleet = |host: &str, urls: &str, extra: &[&str]| -> Vec<String> {
+        let mut v = vec![bin.clone(), "agent".into(), "--etcd".into(), urls.into(), "--insecure-plaintext".into(), "--host".into(), host.into()];
+        v.extend(["--state-dir", dir.path().join(host).to_str().unwrap(), "--lease-ttl", "3", "--report-every-ms", "500"].map(String::from));
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut agents = vec![
+        FleetAgent::start("h0", &dir.path().join("h0"), fleet("h0", &urls, &["--cgroup", enforcing.cgroup.to_str().unwrap(), "--label", "rack=a"])),
+        FleetAgent::start("h1", &dir.path().join("h1"), fleet("h1", &urls, &["--dry-run", "--label", "rack=b"])),
+    ];
+    let mut ns_args = vec!["ip".to_string(), "netns".into(), "exec".into(), NS.into()];
+    ns_args.extend(fleet("h2", &etcd.urls(HERE), &["--dry-run", "--label", "rack=a"]));
+    agents.push(FleetAgent::start("h2", &dir.path().join("h2"), ns_args));
+    wait_agents(&agents, 1, 20);
+    println!("three agents started and at version 1 {} ms after the first apply", now_ms() - start_agents);
+    // The groups: rack b runs bbr for storage, the others dctcp.
+    assert!(agents[1].log().contains("version 1 checked (dry run): default (cubic), storage (bbr)"), "{}", agents[1].log());
+    assert!(agents[2].log().contains("storage (dctcp)"), "{}", agents[2].log());
+
+    // A connection of the storage class, kept open through every fault below.
+    let mut conn = enforcing.pair(7301);
+    assert_eq!(sys::congestion_control(&conn.0).unwrap(), "dctcp", "the storage class's algorithm");
+    exchange(&mut conn);
+
+    // 100 changes, each awaited at every agent.
+    let mut latencies = Vec::new();
+    for k in 2..=101 {
+        let t0 = apply(dir.path(), &urls, k);
+        wait_agents(&agents, k, 10);
+        latencies.extend(agents.iter().map(|a| a.applied().last().unwrap().1.saturating_sub(t0)));
+    }
+    latencies.sort_unstable();
+    let (p50, p90, p99, max) = (percentile(&latencies, 0.5), percentile(&latencies, 0.9), percentile(&latencies, 0.99), *latencies.last().unwrap());
+    println!("change to agent, 100 changes x 3 agents (ms, from `sluice admin apply` starting): p50 {p50}, p90 {p90}, p99 {p99}, max {max}");
+    assert!(max < 1000, "a change took {max} ms to reach an agent: {latencies:?}");
+    let a = classes::applied().unwrap().unwrap();
+    assert_eq!(a.version, Some(101), "the kernel's table runs version 101");
+    let g = a.classes.iter().find(|c| c.name == "storage").unwrap().params.get("g").and_then(|v| v.as_float()).unwrap();
+    assert!((g - (0.0625 + 101.0 / 10_000.0)).abs() < 1e-9, "storage's g is version 101's: {g}");
+    exchange(&mut conn);
+
+    // One member killed (the one every agent asks first): nothing is noticed.
+    etcd.kill(0);
+    let t0 = apply(dir.path(), &urls, 102);
+    wait_agents(&agents, 102, 10);
+    let slowest = agents.iter().map(|a| a.applied().last().unwrap().1 - t0).max().unwrap();
+    println!("with one member killed, version 102 reached every agent in {slowest} ms");
+    exchange(&mut conn);
+
+    // etcd stopped entirely: every agent keeps enforcing, connections run, new ones get their class.
+    etcd.kill(1);
+    etcd.kill(2);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(agents.iter_mut().all(|a| a.child.as_mut().unwrap().try_wait().unwrap().is_none()), "an agent exited without etcd");
+    assert_eq!(classes::applied().unwrap().unwrap().version, Some(102));
+    exchange(&mut conn);
+    let fresh = enforcing.pair(7302);
+    assert_eq!(sys::congestion_control(&fresh.0).unwrap(), "cubic", "a new connection still joins its class without etcd");
+    drop(fresh);
+    // An agent restarted while etcd is away runs the version it kept on disk.
+    let before = agents[1].applied().len();
+    agents[1].kill();
+    agents[1].spawn();
+    wait_for("the restarted agent running its kept version", 10, || agents[1].applied().len() == before + 1);
+    assert_eq!(agents[1].version(), 102);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(agents[1].child.as_mut().unwrap().try_wait().unwrap().is_none(), "the agent exited without etcd:\n{}", agents[1].log());
+    assert!(agents[1].log().contains("running version 102 from"), "{}", agents[1].log());
+    for i in 0..3 {
+        etcd.run(i);
+    }
+    wait_for("etcd back", 20, || client.get("/probe", None).is_ok());
+    for k in 103..=104 {
+        apply(dir.path(), &urls, k);
+    }
+    wait_agents(&agents, 104, 15);
+
+    // An agent killed mid-change and restarted: it runs every version it missed, in order.
+    agents[1].kill();
+    for k in 105..=106 {
+        apply(dir.path(), &urls, k);
+    }
+    agents[1].spawn();
+    wait_agents(&agents, 106, 10);
+
+    // A partitioned agent: stale after its lease, and at the current version once joined again.
+    net.cut(true);
+    apply(dir.path(), &urls, 107);
+    wait_agents(&agents[..2], 107, 10);
+    wait_for("the cut-off host reported stale", 15, || {
+        admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().any(|h| h.report.host == "h2" && h.flags.contains(&"stale".to_string()))
+    });
+    let s = admin::status(&client, "/sluice", 0.05).unwrap();
+    let h2 = s.hosts.iter().find(|h| h.report.host == "h2").unwrap();
+    assert!(!h2.live && h2.lag_versions == 1 && h2.flags.contains(&"behind".to_string()), "{h2:?}");
+    assert!(s.hosts.iter().filter(|h| h.report.host != "h2").all(|h| h.live && h.flags.is_empty()), "{s:?}");
+    let out = sluice().args(["admin", "status", "--etcd", &urls, "--insecure-plaintext"]).output().unwrap();
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("h2 ") && l.contains("behind, stale")), "{}", text(&out.stdout));
+    net.cut(false);
+    wait_for("the joined host at 107 and live", 20, || {
+        agents[2].version() == 107 && admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().all(|h| h.live && h.flags.is_empty())
+    });
+
+    // Clients whose peer runs no agent fall back: the fleet view flags a host over the threshold.
+    let outside = TcpListener::bind((Ipv4Addr::LOCALHOST, 7303)).unwrap();
+    sys::cgroup_join(&enforcing.cgroup, std::process::id()).unwrap();
+    let silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect((Ipv4Addr::LOCALHOST, 7303)).unwrap()).collect();
+    sys::cgroup_join(&enforcing.home, std::process::id()).unwrap();
+    wait_for("h0's report of 10 fallbacks", 5, || {
+        admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().any(|h| h.report.host == "h0" && h.fallbacks == 10)
+    });
+    let h0 = |threshold: f64| admin::status(&client, "/sluice", threshold).unwrap().hosts.into_iter().find(|h| h.report.host == "h0").unwrap();
+    let flagged = h0(0.05);
+    assert!(flagged.flags == ["falls_back"] && flagged.negotiations > 10, "{flagged:?}");
+    let share = 10.0 / flagged.negotiations as f64;
+    assert!(h0(share + 0.01).flags.is_empty(), "{:?}", h0(share + 0.01));
+    let out = sluice().args(["admin", "status", "--etcd", &urls, "--insecure-plaintext", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["version"], 107);
+    assert_eq!(json["hosts"][0]["flags"][0], "falls_back", "{json}");
+    drop((silent, outside));
+
+    // Nothing lost: every agent ran every version from its first, in order; the history has all.
+    for a in &agents {
+        let mut versions: Vec<u64> = a.applied().iter().map(|v| v.0).collect();
+        versions.dedup();
+        assert_eq!(versions, (1..=107).collect::<Vec<_>>(), "{} skipped or repeated a version", a.name);
+    }
+    let (history, compacted) = admin::history(&client, "/sluice").unwrap();
+    assert_eq!(compacted, 0);
+    assert_eq!(history.iter().map(|v| v.doc.version).collect::<Vec<_>>(), (1..=107).rev().collect::<Vec<_>>());
+    exchange(&mut conn);
+    drop(conn);
+    drop(agents);
+    drop(enforcing);
+    drop(net);
+}
+
+/// Two admins applying at once: one wins, the other is told and writes nothing; bad input gets
+/// one clear line and nothing reaches etcd.
+#[test]
+fn concurrent_applies_and_bad_input_are_refused_cleanly() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    let etcd = Cluster::start(1, 23760, None);
+    let urls = etcd.urls("127.0.0.1");
+    let client = etcd.client();
+    let dir = tempfile::tempdir().unwrap();
+    apply(dir.path(), &urls, 1);
+    // Eight admins apply different texts at once: each write is a transaction on the version
+    // read, so every one that reports success wrote a version of its own.
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (urls, file) = (urls.clone(), dir.path().join(format!("c{i}.toml")));
+            std::fs::write(&file, policy(1000 + i)).unwrap();
+            std::thread::spawn(move || sluice().args(["admin", "apply", file.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]).output().unwrap())
+        })
+        .collect();
+    let outs: Vec<Output> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let won = outs.iter().filter(|o| o.status.success()).count();
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        assert!(text(&o.stderr).contains("another admin applied version"), "{}", text(&o.stderr));
+    }
+    let (history, _) = admin::history(&client, "/sluice").unwrap();
+    assert_eq!(history.len(), 1 + won, "every success is one version, and only those");
+    assert!(won >= 1);
+
+    let run = |args: &[&str]| sluice().arg("admin").args(args).output().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "labels = [\"rack\"]\n[classes.q]\ncc = \"cubic\"\n[groups.g]\nhosts = { rak = \"b\" }\n").unwrap();
+    let o = run(&["apply", bad.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(e.contains("bad.toml:5: groups.g.hosts.rak: unknown label `rak`") && e.contains("nothing was written"), "{e}");
+    std::fs::write(&bad, "[classes.q]\ncc = \"dctpc\"\n").unwrap();
+    let e = text(&run(&["apply", bad.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]).stderr);
+    assert!(e.contains("bad.toml:2: classes.q.cc: unknown congestion control \"dctpc\""), "{e}");
+    assert_eq!(admin::history(&client, "/sluice").unwrap().0.len(), 1 + won, "a refused policy never reaches etcd");
+    // etcd not answering: a clear error within seconds.
+    let t = Instant::now();
+    let e = text(&run(&["status", "--etcd", "http://127.0.0.1:9", "--insecure-plaintext"]).stderr);
+    assert!(e.contains("etcd does not answer") && t.elapsed() < Duration::from_secs(5), "{e}");
+    let e = text(&run(&["status", "--etcd", &urls]).stderr);
+    assert!(e.contains("refusing a plain-text connection") && e.contains("--insecure-plaintext"), "{e}");
+    // A rollback writes the old text as a new version.
+    let o = run(&["rollback", "1", "--etcd", &urls, "--insecure-plaintext"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (history, _) = admin::history(&client, "/sluice").unwrap();
+    assert_eq!(history[0].doc.rollback_of, Some(1));
+    assert_eq!(history[0].doc.text, history.last().unwrap().doc.text);
+    assert_eq!(history[0].doc.version, 2 + won as u64);
+    let e = text(&run(&["rollback", "99", "--etcd", &urls, "--insecure-plaintext"]).stderr);
+    assert!(e.contains("no version 99 in etcd's history"), "{e}");
+}
+
+/// Runs a command that must succeed.
+fn must(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(o.status.success(), "{cmd:?}: {}{}", text(&o.stdout), text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// A CA and a certificate it signs for 127.0.0.1, made with openssl in `dir` under `name`.
+fn certificates(dir: &Path, name: &str) {
+    let p = |f: &str| dir.join(format!("{name}-{f}")).to_str().unwrap().to_string();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    must(Command::new("openssl").args(["req", "-x509"]).args(ec).args(["-keyout", &p("ca.key"), "-out", &p("ca.pem"), "-days", "2", "-subj", "/CN=sluice test CA"]));
+    must(Command::new("openssl").arg("req").args(ec).args(["-keyout", &p("server.key"), "-out", &p("server.csr"), "-subj", "/CN=etcd"]));
+    std::fs::write(p("san.ext"), "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n").unwrap();
+    must(Command::new("openssl").args(["x509", "-req", "-in", &p("server.csr"), "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial"]).args([
+        "-out",
+        &p("server.pem"),
+        "-days",
+        "2",
+        "-extfile",
+        &p("san.ext"),
+    ]));
+}
+
+/// etcd with TLS and users and roles, as docs/security.md sets it up: the admin's user writes
+/// policy; an agent's user reads it and writes only its reports, so an agent cannot write
+/// policy; a wrong CA, a wrong password or no user get one clear line each.
+#[test]
+fn tls_and_roles_keep_agents_from_writing_policy() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    certificates(d, "good");
+    certificates(d, "other");
+    let f = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let url = "https://127.0.0.1:23770";
+    let mut member = Command::new("etcd")
+        .args(["--name", "t", "--data-dir", &f("data"), "--listen-client-urls", url, "--advertise-client-urls", url])
+        .args(["--listen-peer-urls", "http://127.0.0.1:23870", "--initial-advertise-peer-urls", "http://127.0.0.1:23870"])
+        .args(["--initial-cluster", "t=http://127.0.0.1:23870", "--cert-file", &f("good-server.pem"), "--key-file", &f("good-server.key")])
+        .stdout(std::fs::File::create(d.join("etcd.log")).unwrap())
+        .stderr(std::fs::File::create(d.join("etcd.err")).unwrap())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _member = Kill(&mut member);
+    let ctl = |args: &[&str]| {
+        let mut c = Command::new("etcdctl");
+        c.env("ETCDCTL_API", "3").args(["--endpoints", url, "--cacert", &f("good-ca.pem")]).args(args);
+        c
+    };
+    wait_for("etcd over TLS", 20, || ctl(&["endpoint", "health"]).output().is_ok_and(|o| o.status.success()));
+    // docs/security.md's setup, command for command.
+    for args in [
+        &["user", "add", "root:rootpw"][..],
+        &["user", "grant-role", "root", "root"],
+        &["role", "add", "sluice-admin"],
+        &["role", "grant-permission", "sluice-admin", "--prefix=true", "readwrite", "/sluice/"],
+        &["role", "add", "sluice-agent"],
+        &["role", "grant-permission", "sluice-agent", "read", "/sluice/policy"],
+        &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/hosts/"],
+        &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/seen/"],
+        &["user", "add", "admin:adminpw"],
+        &["user", "grant-role", "admin", "sluice-admin"],
+        &["user", "add", "agent:agentpw"],
+        &["user", "grant-role", "agent", "sluice-agent"],
+        &["auth", "enable"],
+    ] {
+        must(&mut ctl(args));
+    }
+    for (user, pw) in [("admin", "adminpw"), ("agent", "agentpw"), ("wrong", "nope")] {
+        std::fs::write(d.join(user), format!("{pw}\n")).unwrap();
+    }
+    let policy = d.join("p.toml");
+    std::fs::write(&policy, policy_text()).unwrap();
+    let admin = |user: &str, args: &[&str]| {
+        let mut c = sluice();
+        c.arg("admin").args(args).args(["--etcd", url, "--cacert", &f("good-ca.pem")]);
+        if !user.is_empty() {
+            c.args(["--user", user, "--password-file", &f(user)]);
+        }
+        c.output().unwrap()
+    };
+    let o = admin("admin", &["apply", policy.to_str().unwrap()]);
+    assert!(o.status.success() && text(&o.stdout).contains("version 1 applied"), "{}{}", text(&o.stdout), text(&o.stderr));
+
+    // The agent's user: cannot apply, from the CLI or the client itself.
+    let changed = d.join("changed.toml");
+    std::fs::write(&changed, policy_text().replace("cubic", "bbr")).unwrap();
+    let o = admin("agent", &["apply", changed.to_str().unwrap()]);
+    let e = text(&o.stderr);
+    assert!(o.status.code() == Some(2) && e.contains("permission denied") && e.contains("sluice-admin role"), "{e}");
+    let agent_client = Etcd::new(&Connect {
+        endpoints: vec![url.into()],
+        cacert: Some(d.join("good-ca.pem")),
+        user: Some(("agent".into(), d.join("agent"))),
+        ..Connect::default()
+    })
+    .unwrap();
+    let (kv, _) = agent_client.get_latest("/sluice/policy").unwrap();
+    let kv = kv.expect("the agent reads the policy");
+    let forged = agent_client.put_if_unchanged("/sluice/policy", kv.mod_revision, b"{}", &[]).unwrap_err();
+    assert!(forged.downcast_ref::<sluice_host::fleet::etcd::EtcdError>().is_some_and(|e| e.is_permission_denied()), "{forged:#}");
+    assert!(agent_client.delete("/sluice/policy").is_err(), "an agent may not delete the policy");
+
+    // An agent under that user runs the policy and reports.
+    let state = d.join("agent-state");
+    let mut a = FleetAgent::start(
+        "tls",
+        &state,
+        [env!("CARGO_BIN_EXE_sluice"), "agent", "--dry-run", "--host", "tls-host", "--etcd", url, "--cacert", &f("good-ca.pem")]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["--user", "agent", "--password-file", &f("agent"), "--state-dir", state.to_str().unwrap()].map(String::from))
+            .collect(),
+    );
+    wait_agents(std::slice::from_ref(&a), 1, 10);
+    wait_for("the agent's report", 10, || {
+        let o = admin("admin", &["status", "--json"]);
+        text(&o.stdout).contains("\"host\": \"tls-host\"")
+    });
+    a.kill();
+
+    // Bad credentials and certificates: one line each, within seconds.
+    let t = Instant::now();
+    let e = text(&admin("wrong", &["history"]).stderr);
+    assert!(e.contains("etcd user wrong: authentication failed") && e.contains("check --user and --password-file"), "{e}");
+    let e = text(&admin("", &["history"]).stderr);
+    assert!(e.contains("user name is empty") && e.contains("--user"), "{e}");
+    let e = text(&sluice().args(["admin", "history", "--etcd", url, "--cacert", &f("other-ca.pem")]).output().unwrap().stderr);
+    assert!(e.contains("TLS failed") && e.contains("invalid peer certificate") && e.contains("check that --cacert signed"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10), "errors took {:?}", t.elapsed());
+}
+
+fn policy_text() -> String {
+    "[classes.default]\ncc = \"cubic\"\n".into()
+}
