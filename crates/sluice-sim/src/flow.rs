@@ -8,8 +8,48 @@ use crate::packet::Packet;
 use crate::time::Time;
 use crate::transport::tcp::{Sender, TcpClient, TcpServer, TimeWait, TimeoutRecord, TltCounts};
 use crate::transport::{ClientEnd, ServerEnd, Side};
-use crate::workload::proxy::{RelayEnd, Splicing};
 use std::collections::VecDeque;
+
+/// The proxy's part of one request: what it reads before it picks a backend, and which.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relay {
+    /// Bytes of header the proxy reads before it connects to the backend.
+    pub header: u64,
+    /// The backend host the header names.
+    pub backend: usize,
+}
+
+/// How far the proxy is with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Splicing {
+    /// Not asked yet: the backend connection is not open, or data waits beyond a gap.
+    Waiting,
+    /// The NIC relays.
+    Spliced,
+    /// The host relays to the end (no splicing NIC, a full table, or per-hop options).
+    OnHost,
+}
+
+/// The proxy's state for a client connection (the front) or its backend connection (the back).
+#[derive(Clone, Copy, Debug)]
+pub enum RelayEnd {
+    /// The client's connection to the proxy.
+    Front {
+        /// What the request asks of the proxy.
+        relay: Relay,
+        /// The application and tag that hear when the backend has the request.
+        app: (u32, u32),
+        /// The backend connection, once opened.
+        back: Option<u32>,
+        /// Whether the NIC relays.
+        splicing: Splicing,
+    },
+    /// The proxy's connection to the backend, relaying flow `front`.
+    Back {
+        /// The client connection it relays.
+        front: u32,
+    },
+}
 
 /// One flow.
 pub struct Flow {

@@ -8,7 +8,6 @@ pub mod event;
 pub mod flow;
 pub mod fuzzing;
 pub mod host;
-pub mod invariants;
 pub mod metrics;
 pub mod net;
 pub mod packet;

@@ -36,6 +36,7 @@ use crate::workload::proxy::{self, RelayEnd, Splicing};
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
 
+mod invariants;
 mod threads;
 pub use threads::MAX_THREADS;
 
@@ -839,7 +840,7 @@ impl World {
     /// A PFC frame arrived on global port `at`: that port (facing back to the sender) pauses or
     /// resumes the priority, and sends what waited when it resumes.
     fn on_pfc_frame(&mut self, at: u32, frame: &Packet, now: Time) {
-        match crate::net::pfc::take_frame(&mut self.net.ports[at as usize], frame, now) {
+        match self.net.ports[at as usize].take_pfc_frame(frame, now) {
             Some(look_again) => self.q.push(look_again, Event::PauseEnd(at)),
             None => self.pause_ended(at, now),
         }
@@ -1027,9 +1028,9 @@ impl World {
 
     /// Checks conservation: every packet sent is delivered, dropped or still in the network;
     /// every switch's buffer holds exactly what its queues hold; every application got each
-    /// byte once and in order, as counted apart from the transport (`invariants.rs`).
+    /// byte once and in order, as counted apart from the transport (`world/invariants.rs`).
     pub fn check_conservation(&self) -> Result<(), String> {
-        crate::invariants::check_conservation(self)
+        invariants::check_conservation(self)
     }
 
     // ---- inspection -------------------------------------------------------------------------

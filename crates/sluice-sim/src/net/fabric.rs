@@ -7,7 +7,7 @@ use super::link::Link;
 use super::pfc::{Pfc, PfcConfig};
 use super::port::{Port, TxMeter};
 use super::qdisc::{Discipline, SharedBuffer};
-use super::routing::Routes;
+use super::routing::{ecmp_pick, Routes};
 use super::switch::{IntStamping, Switch};
 use super::topology::{Graph, NodeKind};
 use crate::time::Time;
@@ -140,4 +140,38 @@ impl Fabric {
     pub fn is_switch(&self, n: u32) -> bool {
         matches!(self.roles[n as usize], Role::Switch(_))
     }
+}
+
+/// Sums `cost(hop index, egress port)` along the path a packet with `hash` takes from host
+/// `from` to host `to`.
+pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut(usize, &Port) -> Time) -> Time {
+    let mut total = Time::ZERO;
+    let mut port = fabric.host_ports[from as usize] as usize;
+    for i in 0..256 {
+        total += cost(i, &fabric.ports[port]);
+        let node = fabric.ports[port].peer_node as usize;
+        let sw = match fabric.roles[node] {
+            Role::Host(_) => break,
+            Role::Switch(s) => s as usize,
+        };
+        let hops = fabric.routes.next_hops(node, to as usize);
+        if hops.is_empty() {
+            break;
+        }
+        let local = hops[ecmp_pick(hash, fabric.switches[sw].salt, hops.len())];
+        port = fabric.port_base[node] as usize + local as usize;
+    }
+    total
+}
+
+/// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, `hash_rev` back):
+/// propagation both ways, the `frame`'s serialization at each hop after the first (store and
+/// forward), and the `ack_frame`'s at every hop back. A one-packet flow takes exactly this plus
+/// its first serialization.
+pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
+    let forward = walk(fabric, src, dst, hash_fwd, |i, port| {
+        port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
+    });
+    let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.rate.tx_time(ack_frame));
+    forward + back
 }

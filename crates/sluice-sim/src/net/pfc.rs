@@ -7,7 +7,6 @@
 //! sending that priority until the pause time runs out or a resume arrives. A pause that runs out
 //! while the condition holds is sent again at the next arrival.
 
-use super::port::Port;
 use super::qdisc::SharedBuffer;
 use crate::packet::{flags, Packet, INITIAL_TTL};
 use crate::time::{Rate, Time};
@@ -24,15 +23,6 @@ pub const MAX_QUANTA: u16 = u16::MAX;
 /// How long `quanta` pause a port of `rate`.
 pub fn pause_time(quanta: u16, rate: Rate) -> Time {
     rate.tx_time(quanta as u64 * 512 / 8)
-}
-
-/// A PFC frame reached `port` (the port facing the frame's sender): it pauses or resumes the
-/// frame's priority. Returns when to look again if it paused (unless a resume or a refresh comes
-/// first), or `None` if it resumed, so what waited may go now.
-pub fn take_frame(port: &mut Port, frame: &Packet, now: Time) -> Option<Time> {
-    let duration = pause_time(frame.pause_quanta, port.rate);
-    port.pause.on_frame(frame.prio, duration, now);
-    (frame.pause_quanta > 0).then(|| now + duration)
 }
 
 /// A switch's PFC settings.

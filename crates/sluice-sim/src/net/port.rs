@@ -2,7 +2,7 @@
 //! discipline and counters. It puts packets on its wire itself.
 
 use super::link::Link;
-use super::pfc::PauseState;
+use super::pfc::{pause_time, PauseState};
 use super::qdisc::Discipline;
 use super::queue::PortQueue;
 use crate::context::{Cx, DropReason, Event};
@@ -111,6 +111,15 @@ impl Port {
             control: VecDeque::new(),
             pause: PauseState::default(),
         }
+    }
+
+    /// A PFC frame reached this port (the port facing the frame's sender): it pauses or resumes the
+    /// frame's priority. Returns when to look again if it paused (unless a resume or a refresh comes
+    /// first), or `None` if it resumed, so what waited may go now.
+    pub fn take_pfc_frame(&mut self, frame: &Packet, now: Time) -> Option<Time> {
+        let duration = pause_time(frame.pause_quanta, self.rate);
+        self.pause.on_frame(frame.prio, duration, now);
+        (frame.pause_quanta > 0).then(|| now + duration)
     }
 
     /// True when the serializer is free at `now`.

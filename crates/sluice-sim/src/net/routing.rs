@@ -5,10 +5,7 @@
 //! prefix in a real fabric: every shortest path to such a host is a shortest path to its switch
 //! plus the last link. A fat tree of 10,240 hosts then needs 640 tables, not 10,240.
 
-use super::fabric::{Fabric, Role};
-use super::port::Port;
-use super::topology::{Graph, NodeKind};
-use crate::time::Time;
+use super::topology::{table_target, Graph, NodeKind};
 use std::collections::{HashMap, VecDeque};
 
 /// Distance of a node that cannot reach the destination.
@@ -103,15 +100,6 @@ struct HostRoute {
     via: u32,
     /// That switch's port to the host.
     via_port: u16,
-}
-
-/// The node whose route table serves host `h`: the switch it hangs off by its only link, or
-/// the host itself (linked to another host, or to more than one node).
-pub fn table_target(adj: &[Vec<(usize, usize)>], nodes: &[NodeKind], h: usize) -> usize {
-    match adj[h][..] {
-        [(_, sw)] if nodes[sw] != NodeKind::Host => sw,
-        _ => h,
-    }
 }
 
 impl Routes {
@@ -251,40 +239,6 @@ pub fn ecmp_pick(hash: u32, salt: u32, n: usize) -> usize {
     h = h.wrapping_mul(0xc2b2_ae35);
     h ^= h >> 16;
     ((h as u64 * n as u64) >> 32) as usize
-}
-
-/// Sums `cost(hop index, egress port)` along the path a packet with `hash` takes from host
-/// `from` to host `to`.
-pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut(usize, &Port) -> Time) -> Time {
-    let mut total = Time::ZERO;
-    let mut port = fabric.host_ports[from as usize] as usize;
-    for i in 0..256 {
-        total += cost(i, &fabric.ports[port]);
-        let node = fabric.ports[port].peer_node as usize;
-        let sw = match fabric.roles[node] {
-            Role::Host(_) => break,
-            Role::Switch(s) => s as usize,
-        };
-        let hops = fabric.routes.next_hops(node, to as usize);
-        if hops.is_empty() {
-            break;
-        }
-        let local = hops[ecmp_pick(hash, fabric.switches[sw].salt, hops.len())];
-        port = fabric.port_base[node] as usize + local as usize;
-    }
-    total
-}
-
-/// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, `hash_rev` back):
-/// propagation both ways, the `frame`'s serialization at each hop after the first (store and
-/// forward), and the `ack_frame`'s at every hop back. A one-packet flow takes exactly this plus
-/// its first serialization.
-pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
-    let forward = walk(fabric, src, dst, hash_fwd, |i, port| {
-        port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
-    });
-    let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.rate.tx_time(ack_frame));
-    forward + back
 }
 
 #[cfg(test)]

@@ -1,11 +1,19 @@
 //! Network topologies: the node/link graph, the `[topology]` scenario table that builds the
 //! standard datacenter shapes, and a reader for the HPCC simulator's topology files.
 
-use super::routing::table_target;
 use crate::time::{Rate, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::Path;
+
+/// The node whose route table serves host `h`: the switch it hangs off by its only link, or
+/// the host itself (linked to another host, or to more than one node).
+pub fn table_target(adj: &[Vec<(usize, usize)>], nodes: &[NodeKind], h: usize) -> usize {
+    match adj[h][..] {
+        [(_, sw)] if nodes[sw] != NodeKind::Host => sw,
+        _ => h,
+    }
+}
 
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,6 @@
 //! The scenario file: its schema, `--set` overrides, and validation that names the file, line and
 //! key of every problem.
 
-use crate::check::Footprint;
 use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
 use crate::net::circuit::{CircuitConfig, CircuitParts};
@@ -20,6 +19,8 @@ use std::path::{Path, PathBuf};
 use crate::words::{in_words, value_in_words};
 
 pub mod classes;
+mod edit;
+mod footprint;
 pub mod host_policy;
 
 /// A whole scenario as written in TOML.
@@ -527,6 +528,8 @@ impl SwitchConfig {
 }
 
 pub use classes::{ClassConfig, ClassTransport, MatchRules, DEFAULT_CC};
+pub(crate) use edit::Edit;
+pub use footprint::Footprint;
 
 /// The `[output]` table: which time series to sample.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -702,7 +705,7 @@ pub(crate) fn parse_edited(
     file: &str,
     base_dir: &Path,
     overrides: &[String],
-    edits: &[crate::check::Edit],
+    edits: &[Edit],
 ) -> Result<LoadedScenario, ScenarioError> {
     let err = |line, message| ScenarioError { file: file.to_string(), line, message };
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {

@@ -6,7 +6,7 @@ use crate::cc::{CcFactory, FlowContext};
 use crate::flow::Flow;
 use crate::host::pacer::TokenBucket;
 use crate::net::fabric::Fabric;
-use crate::net::routing::path_rtt;
+use crate::net::fabric::path_rtt;
 use crate::net::switch::IntStamping;
 use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};

@@ -11,7 +11,7 @@
 use super::{Windows, World};
 use crate::context::{Across, Event};
 use crate::event::EventQueue;
-use crate::invariants;
+use super::invariants;
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::Packet;
 use crate::time::Time;

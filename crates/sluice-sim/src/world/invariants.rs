@@ -6,7 +6,7 @@ use crate::net::link::Flying;
 use crate::net::port::Port;
 use crate::packet::Packet;
 use crate::transport::{ClientEnd, ServerEnd};
-use crate::world::World;
+use super::World;
 use std::collections::HashMap;
 
 /// Packets (not PFC frames) on port `p`'s link.

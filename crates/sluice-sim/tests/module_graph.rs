@@ -1,0 +1,451 @@
+//! The simulator's modules import one another without a circle. A module is a file under `src/`
+//! (a folder's `mod.rs` for the folder). It depends on another where it names that module's
+//! path, in a `use` or anywhere in its code: `crate::...`, `super::...`, `self::...`, a path
+//! through a name a `use` brought in from the crate (`use crate::cc::{self}`, then
+//! `cc::presets::...`), or a bare path to one of its own child modules. `crate::a::b::C` names
+//! the deepest of `a::b::C`, `a::b`, `a` that is a module file, else `lib.rs`. Comments, strings
+//! and `#[cfg(test)]` items do not count, nor `mod x;`, nor a module's use of its own submodules:
+//! that is containment (`world` uses `world::threads`, which uses `super::World`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A module's path from the crate root (`["net", "topology"]`; `lib.rs` is `[]`).
+type Module = Vec<String>;
+/// A token's text and its line.
+type Token = (String, usize);
+/// Each dependency between two modules, with the `file:line` of every path that makes it.
+type Edges = BTreeMap<(Module, Module), Vec<String>>;
+
+/// Every `.rs` file under `src`, by its path relative to `src`, with its text.
+fn sources(src: &Path) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![src.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        if path.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().and_then(|e| e.to_str()) == Some("rs") {
+            let rel = path.strip_prefix(src).unwrap().to_str().unwrap().replace('\\', "/");
+            files.insert(rel, std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    files
+}
+
+/// The module a file under `src/` is.
+fn module_of(rel: &str) -> Module {
+    let mut parts: Module = rel.trim_end_matches(".rs").split('/').map(String::from).collect();
+    if parts.last().map(String::as_str) == Some("mod") || (parts.len() == 1 && parts[0] == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+fn keyword(s: &str) -> bool {
+    matches!(s, "crate" | "super" | "self")
+}
+
+/// Where a raw string literal (`r"..."`, `r#"..."#`, `br"..."`) that starts at `i` ends, if one does.
+fn raw_string_end(c: &[char], i: usize) -> Option<usize> {
+    let k = if c.get(i) == Some(&'b') { i + 1 } else { i };
+    if c.get(k) != Some(&'r') || (i > 0 && (c[i - 1].is_alphanumeric() || c[i - 1] == '_')) {
+        return None;
+    }
+    let mut h = k + 1;
+    while c.get(h) == Some(&'#') {
+        h += 1;
+    }
+    if c.get(h) != Some(&'"') {
+        return None;
+    }
+    let hashes = h - k - 1;
+    let close = (h + 1..c.len()).find(|&j| c[j] == '"' && (1..=hashes).all(|q| c.get(j + q) == Some(&'#')));
+    Some(close.map_or(c.len(), |j| j + 1 + hashes))
+}
+
+/// The tokens of Rust source without comments, strings and char literals; `::` is one token.
+fn lex(text: &str) -> Vec<Token> {
+    let c: Vec<char> = text.chars().collect();
+    let n = c.len();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let newlines = |from: usize, to: usize| c[from..to.min(n)].iter().filter(|&&x| x == '\n').count();
+    let (mut toks, mut i, mut line) = (Vec::new(), 0, 1);
+    while i < n {
+        let ch = c[i];
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '/' && at(i + 1) == '/' {
+            while i < n && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && at(i + 1) == '*' {
+            let (mut depth, mut j) = (1, i + 2);
+            while j < n && depth > 0 {
+                if c[j] == '/' && at(j + 1) == '*' {
+                    depth += 1;
+                    j += 2;
+                } else if c[j] == '*' && at(j + 1) == '/' {
+                    depth -= 1;
+                    j += 2;
+                } else {
+                    j += 1;
+                }
+            }
+            line += newlines(i, j);
+            i = j;
+        } else if let Some(j) = raw_string_end(&c, i) {
+            line += newlines(i, j);
+            i = j;
+        } else if ch == '"' || (ch == 'b' && at(i + 1) == '"') {
+            let mut j = if ch == 'b' { i + 2 } else { i + 1 };
+            while j < n && c[j] != '"' {
+                j += if c[j] == '\\' { 2 } else { 1 };
+            }
+            line += newlines(i, j);
+            i = j + 1;
+        } else if ch == '\'' || (ch == 'b' && at(i + 1) == '\'') {
+            let k = if ch == 'b' { i + 2 } else { i + 1 };
+            if at(k) == '\\' {
+                // An escaped char: skip the escaped character, then to the closing quote.
+                let mut j = k + 2;
+                while j < n && c[j] != '\'' {
+                    j += 1;
+                }
+                i = j + 1;
+            } else if at(k + 1) == '\'' {
+                i = k + 2;
+            } else if ch == 'b' {
+                toks.push(("b".to_string(), line));
+                i += 1;
+            } else {
+                // A lifetime or a label: its name is lexed next.
+                i = k;
+            }
+        } else if ch == 'r' && at(i + 1) == '#' && (at(i + 2).is_alphabetic() || at(i + 2) == '_') {
+            // A raw identifier: the identifier after `r#` is lexed next.
+            i += 2;
+        } else if ch.is_alphabetic() || ch == '_' {
+            let j = (i..n).find(|&j| !(c[j].is_alphanumeric() || c[j] == '_')).unwrap_or(n);
+            toks.push((c[i..j].iter().collect(), line));
+            i = j;
+        } else if ch.is_ascii_digit() {
+            // A number; `0..n` is a number, a range and a name.
+            let mut j = i + 1;
+            while j < n && (c[j].is_alphanumeric() || c[j] == '_' || (c[j] == '.' && at(j + 1).is_ascii_digit())) {
+                j += 1;
+            }
+            toks.push(("0".to_string(), line));
+            i = j;
+        } else if ch == ':' && at(i + 1) == ':' {
+            toks.push(("::".to_string(), line));
+            i += 2;
+        } else {
+            toks.push((ch.to_string(), line));
+            i += 1;
+        }
+    }
+    toks
+}
+
+/// The tokens without each item behind `#[cfg(test)]` (through its `;` or its closing brace).
+fn drop_cfg_test(toks: Vec<Token>) -> Vec<Token> {
+    const CFG_TEST: [&str; 7] = ["#", "[", "cfg", "(", "test", ")", "]"];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let cfg_test = i + 7 <= toks.len() && toks[i..i + 7].iter().zip(CFG_TEST).all(|(t, s)| t.0 == s);
+        if !cfg_test {
+            out.push(toks[i].clone());
+            i += 1;
+            continue;
+        }
+        let (mut j, mut depth) = (i + 7, 0i32);
+        while j < toks.len() {
+            let t = toks[j].0.as_str();
+            j += 1;
+            if matches!(t, "(" | "[" | "{") {
+                depth += 1;
+            } else if matches!(t, ")" | "]" | "}") {
+                depth -= 1;
+                if depth == 0 && t == "}" {
+                    if toks.get(j).is_some_and(|t| t.0 == ";") {
+                        j += 1;
+                    }
+                    break;
+                }
+            } else if t == ";" && depth == 0 {
+                break;
+            }
+        }
+        i = j;
+    }
+    out
+}
+
+/// One path a `use` item brings in, with the name it brings it in as.
+struct Leaf {
+    segs: Vec<String>,
+    alias: Option<String>,
+    line: usize,
+}
+
+/// Reads the use tree at `toks[i]` under `prefix` into `leaves`; returns the index after it.
+fn use_tree(toks: &[Token], mut i: usize, prefix: &[String], leaves: &mut Vec<Leaf>) -> usize {
+    let mut segs = prefix.to_vec();
+    loop {
+        let (t, line) = (toks[i].0.as_str(), toks[i].1);
+        if t == "{" {
+            i += 1;
+            while toks[i].0 != "}" {
+                i = use_tree(toks, i, &segs, leaves);
+                if toks[i].0 == "," {
+                    i += 1;
+                }
+            }
+            return i + 1;
+        }
+        if t == "*" {
+            leaves.push(Leaf { segs, alias: None, line });
+            return i + 1;
+        }
+        i += 1;
+        if t == "::" {
+            continue;
+        }
+        segs.push(t.to_string());
+        if toks[i].0 == "::" {
+            continue;
+        }
+        let mut alias = None;
+        if toks[i].0 == "as" {
+            alias = Some(toks[i + 1].0.clone());
+            i += 2;
+        }
+        if segs.last().map(String::as_str) == Some("self") {
+            segs.pop();
+        }
+        let alias = alias.or_else(|| segs.last().cloned());
+        leaves.push(Leaf { segs, alias, line });
+        return i;
+    }
+}
+
+/// A path's segments from the crate root, seen from module `here`.
+fn absolute(segs: &[String], here: &[String], aliases: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    match segs[0].as_str() {
+        "crate" => segs[1..].to_vec(),
+        "super" => {
+            let ups = segs.iter().take_while(|s| s.as_str() == "super").count();
+            [&here[..here.len().saturating_sub(ups)], &segs[ups..]].concat()
+        }
+        "self" => [here, &segs[1..]].concat(),
+        first => match aliases.get(first) {
+            Some(path) => [path.as_slice(), &segs[1..]].concat(),
+            None => [here, segs].concat(),
+        },
+    }
+}
+
+/// The module a path in module `now` names, if it names one of this crate's.
+fn target(
+    mods: &BTreeMap<Module, String>,
+    now: &[String],
+    aliases: &BTreeMap<String, Vec<String>>,
+    segs: &[String],
+) -> Option<Module> {
+    let first = segs.first()?.as_str();
+    if !keyword(first) && !aliases.contains_key(first) && !mods.contains_key(&[now, &segs[..1]].concat()) {
+        // An extern crate, a local item, an enum's variant.
+        return None;
+    }
+    let full = absolute(segs, now, aliases);
+    (0..=full.len()).rev().map(|k| full[..k].to_vec()).find(|m| mods.contains_key(m))
+}
+
+/// The modules that the file of module `here` names, with the line of each path.
+fn paths_in(mods: &BTreeMap<Module, String>, here: &Module, toks: &[Token]) -> Vec<(Module, usize)> {
+    // The `use` items first, for the names they bring in from the crate.
+    let mut uses: BTreeMap<usize, (usize, Vec<Leaf>)> = BTreeMap::new();
+    let mut aliases: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i].0 != "use" {
+            i += 1;
+            continue;
+        }
+        let mut leaves = Vec::new();
+        let end = use_tree(toks, i + 1, &[], &mut leaves);
+        let end = (end..toks.len()).find(|&j| toks[j].0 == ";").map_or(toks.len(), |j| j + 1);
+        for leaf in &leaves {
+            if let (Some(first), Some(alias)) = (leaf.segs.first(), &leaf.alias) {
+                if keyword(first) && !keyword(alias) {
+                    aliases.insert(alias.clone(), absolute(&leaf.segs, here, &BTreeMap::new()));
+                }
+            }
+        }
+        uses.insert(i, (end, leaves));
+        i = end;
+    }
+    let mut found = Vec::new();
+    // Inline `mod name { ... }` blocks, with the depth each opens at: `super` and `self` in one
+    // are relative to it.
+    let (mut stack, mut depth): (Vec<(String, i32)>, i32) = (Vec::new(), 0);
+    let mut i = 0;
+    while i < toks.len() {
+        let now: Module = here.iter().chain(stack.iter().map(|(name, _)| name)).cloned().collect();
+        let t = toks[i].0.as_str();
+        if let Some((end, leaves)) = uses.get(&i) {
+            for leaf in leaves.iter().filter(|l| !l.segs.is_empty()) {
+                found.extend(target(mods, &now, &aliases, &leaf.segs).map(|m| (m, leaf.line)));
+            }
+            i = *end;
+        } else if t == "mod" && toks.get(i + 2).is_some_and(|b| b.0 == "{") {
+            stack.push((toks[i + 1].0.clone(), depth));
+            depth += 1;
+            i += 3;
+        } else if is_ident(t) && toks.get(i + 1).is_some_and(|s| s.0 == "::") && (i == 0 || toks[i - 1].0 != "::") {
+            let mut segs = vec![t.to_string()];
+            let mut j = i + 1;
+            while toks.get(j).is_some_and(|s| s.0 == "::") && toks.get(j + 1).is_some_and(|s| is_ident(&s.0)) {
+                segs.push(toks[j + 1].0.clone());
+                j += 2;
+            }
+            found.extend(target(mods, &now, &aliases, &segs).map(|m| (m, toks[i].1)));
+            i = j;
+        } else {
+            if t == "{" {
+                depth += 1;
+            } else if t == "}" {
+                depth -= 1;
+                if stack.last().is_some_and(|&(_, d)| d == depth) {
+                    stack.pop();
+                }
+            }
+            i += 1;
+        }
+    }
+    found
+}
+
+/// The modules of `files` (path under `src/` and text) and the dependencies between them.
+fn graph(files: &BTreeMap<String, String>) -> (BTreeMap<Module, String>, Edges) {
+    let mods: BTreeMap<Module, String> = files.keys().map(|rel| (module_of(rel), rel.clone())).collect();
+    let mut edges = Edges::new();
+    for (here, rel) in &mods {
+        let toks = drop_cfg_test(lex(&files[rel]));
+        for (to, line) in paths_in(&mods, here, &toks) {
+            if to.starts_with(here) {
+                // Itself, or one of its own submodules.
+                continue;
+            }
+            let at = format!("{rel}:{line}");
+            let places = edges.entry((here.clone(), to)).or_default();
+            if !places.contains(&at) {
+                places.push(at);
+            }
+        }
+    }
+    (mods, edges)
+}
+
+/// The strongly connected components of more than one module.
+fn circles(mods: &BTreeMap<Module, String>, edges: &Edges) -> Vec<BTreeSet<Module>> {
+    let reach = |from: &Module| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for (a, b) in edges.keys() {
+                if *a == m && seen.insert(b.clone()) {
+                    todo.push(b.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&Module, BTreeSet<Module>> = mods.keys().map(|m| (m, reach(m))).collect();
+    let mut out: Vec<BTreeSet<Module>> = Vec::new();
+    for m in mods.keys() {
+        let circle: BTreeSet<Module> = reached[m].iter().filter(|o| reached[*o].contains(m)).cloned().collect();
+        if circle.len() > 1 && !out.contains(&circle) {
+            out.push(circle);
+        }
+    }
+    out
+}
+
+/// Each circle's modules, and each dependency inside it with the paths that make it.
+fn report(mods: &BTreeMap<Module, String>, edges: &Edges, circles: &[BTreeSet<Module>]) -> String {
+    let mut text = String::new();
+    for circle in circles {
+        let names: Vec<&str> = circle.iter().map(|m| mods[m].as_str()).collect();
+        text += &format!("a circle of {} modules: {}\n", circle.len(), names.join(" "));
+        for ((a, b), places) in edges {
+            if circle.contains(a) && circle.contains(b) {
+                text += &format!("  {} -> {}: {}\n", mods[a], mods[b], places.join(", "));
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn no_module_reaches_itself_through_its_imports() {
+    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let (mods, edges) = graph(&files);
+    assert!(mods.len() > 90 && edges.len() > 300, "{} modules, {} dependencies: the sources were not read", mods.len(), edges.len());
+    let found = circles(&mods, &edges);
+    assert!(
+        found.is_empty(),
+        "modules that import one another in a circle; move an item to the module it belongs with:\n{}",
+        report(&mods, &edges, &found)
+    );
+}
+
+#[test]
+fn the_circle_check_sees_every_way_a_module_is_named() {
+    let files: BTreeMap<String, String> = [
+        ("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n"),
+        (
+            "a.rs",
+            "use crate::{b::B, c};\nfn f() { c::helper(); }\n// crate::d::X in a comment\nconst S: &str = \"crate::d::Y\";\n#[cfg(test)]\nmod tests { use crate::d::Z; }\n",
+        ),
+        ("b/mod.rs", "mod inner;\npub use inner::Inner;\n"),
+        ("b/inner.rs", "use super::super::c::C;\npub struct Inner;\n"),
+        ("c.rs", "pub fn helper() { let _ = crate::a::f; }\n"),
+        (
+            "d.rs",
+            r##"pub fn g() -> u8 { b'x' }
+fn h<'a>(x: &'a str) -> char { '\'' }
+const R: &str = r#"crate::a::f"#; /* crate::a::f /* nested */ crate::a::f */
+pub fn k() { crate::b::inner::Inner; }
+"##,
+        ),
+    ]
+    .into_iter()
+    .map(|(f, t)| (f.to_string(), t.to_string()))
+    .collect();
+    let (mods, edges) = graph(&files);
+    let got: Vec<String> =
+        edges.iter().map(|((a, b), at)| format!("{} -> {} ({})", mods[a], mods[b], at.join(", "))).collect();
+    assert_eq!(
+        got,
+        [
+            "a.rs -> b/mod.rs (a.rs:1)",
+            "a.rs -> c.rs (a.rs:1, a.rs:2)",
+            "b/inner.rs -> c.rs (b/inner.rs:1)",
+            "c.rs -> a.rs (c.rs:1)",
+            "d.rs -> b/inner.rs (d.rs:4)",
+        ]
+    );
+    let found = circles(&mods, &edges);
+    assert_eq!(found.len(), 1);
+    assert_eq!(report(&mods, &edges, &found), "a circle of 2 modules: a.rs c.rs\n  a.rs -> c.rs: a.rs:1, a.rs:2\n  c.rs -> a.rs: c.rs:1\n");
+}
