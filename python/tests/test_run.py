@@ -155,7 +155,7 @@ senders = [0]
 receiver = 1
 """
 
-# The same across racks, on two threads: each rack a partition, each thread a replica.
+# The same across racks, on two threads: each rack a partition, each thread a shard.
 ENDLESS_ON_TWO_THREADS = """
 [sim]
 duration = "1000s"

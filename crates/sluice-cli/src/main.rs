@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_sim::metrics::Provenance;
+use sluice_sim::run::Ran;
 use sluice_sim::scenario::{self, LoadedScenario, ScenarioError, Threads};
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
@@ -218,17 +219,7 @@ fn provenance<'a>(loaded: &'a LoadedScenario, overrides: &'a [String]) -> Proven
 }
 
 fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool, threads: Option<Threads>) -> Result<()> {
-    let (loaded, mut world) = build(path, overrides)?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let asked = threads.unwrap_or(loaded.scenario.sim.threads).resolve(&world, cores);
-    let threads = scenario::spread(&loaded, &mut world, asked).map_err(|m| loaded.error_at(m))?;
-    // Each thread holds a replica of the world; only the memory caps them below the partitions.
-    let held_back = if threads < asked.min(world.partitions().count) {
-        let replicas = if threads == 1 { "replica" } else { "replicas" };
-        format!(" (of {asked} asked: the memory holds {threads} {replicas} of the world)")
-    } else {
-        String::new()
-    };
+    let (loaded, world) = build(path, overrides)?;
     let show = !quiet && std::io::stderr().is_terminal();
     let end = loaded.scenario.sim.duration;
     let started = Instant::now();
@@ -257,26 +248,26 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool, threads: Opti
             b.tick();
         }
     };
-    world.run(&mut progress);
-    let wall = started.elapsed().as_secs_f64();
+    let ran = sluice_sim::run::run(world, &provenance(&loaded, overrides), threads, out, &mut progress);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    world.check_conservation().map_err(|e| anyhow::anyhow!("internal invariant violated: {e}"))?;
-    let summary = sluice_sim::metrics::write_run(&world, out, wall, &provenance(&loaded, overrides))?;
+    let Ran { world, summary, wall_s, asked, threads, warnings } = ran.map_err(|e| anyhow::anyhow!(e))?;
     if !quiet {
         let packets = world.counters().packets_sent as f64;
         eprintln!(
             "{}: {} simulated in {:.2} s — {} events ({:.2} M events/s), {:.2} M packets/s, peak memory {}",
             loaded.file,
             world.now(),
-            wall,
+            wall_s,
             summary.events,
             summary.events_per_s / 1e6,
-            packets / wall.max(1e-9) / 1e6,
+            packets / wall_s.max(1e-9) / 1e6,
             peak_memory().unwrap_or_else(|| "unknown".into())
         );
         let parts = world.partitions();
+        // Only the memory caps the threads below the partitions.
+        let held_back = if threads < asked.min(parts.count) { format!(" (of {asked} asked: the memory fits {threads})") } else { String::new() };
         match (parts.lookahead, parts.note) {
             (Some(l), _) => eprintln!(
                 "{} partitions on {threads} thread{}{held_back}, {l} lookahead (the smallest delay of a link between them)",
@@ -292,7 +283,7 @@ fn run(path: &Path, out: &Path, overrides: &[String], quiet: bool, threads: Opti
         }
         eprintln!("wrote {}", out.display());
     }
-    for warning in sluice_sim::metrics::warnings(&loaded, &world) {
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
     Ok(())
@@ -303,7 +294,7 @@ fn peak_memory() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(format!("{:.1} MB", kb as f64 / 1024.0))
+    Some(sluice_sim::words::bytes(kb * 1024))
 }
 
 fn list() {

@@ -607,7 +607,7 @@ fn the_memory_check_expects_is_the_peak_a_run_reaches() {
             let n = text.split(after).nth(1).and_then(|r| r.split(before).next()).and_then(|n| n.trim().parse().ok());
             n.unwrap_or_else(|| panic!("{after}...{before} in {text}"))
         };
-        let expected = mb(&said, "its flows and samples take about ", " MB of memory");
+        let expected = mb(&said, "a run takes about ", " MB of memory");
         let out = dir.path().join("out");
         let (code, _, report) = sluice_out(dir.path(), &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
         assert_eq!(code, Some(0), "{report}");

@@ -227,11 +227,11 @@ fn threads_write_the_same_outputs_and_the_report_says_how_many_ran() {
     };
     let one = run(dirs[0].path(), &["--threads", "1"]);
     let three = run(dirs[1].path(), &["--threads", "3"]);
-    // 9 MB of flows and samples (`sluice check`): 20 MB holds two replicas of the world.
-    let capped = run(dirs[2].path(), &["--threads", "4", "--set", "limits.memory=\"20MB\""]);
+    // 9 MB on one thread and 2 MB for each other's shard (`sluice check`): 12 MB fits two.
+    let capped = run(dirs[2].path(), &["--threads", "4", "--set", "limits.memory=\"12MB\""]);
     assert!(one.contains("8 partitions on 1 thread,"), "{one}");
     assert!(three.contains("8 partitions on 3 threads,"), "{three}");
-    assert!(capped.contains("8 partitions on 2 threads (of 4 asked: the memory holds 2 replicas of the world),"), "{capped}");
+    assert!(capped.contains("8 partitions on 2 threads (of 4 asked: the memory fits 2),"), "{capped}");
     for dir in &dirs[1..] {
         for name in ["flows.csv", "ports.csv", "utilization.csv", "fct_buckets.csv"] {
             let a = std::fs::read(dirs[0].path().join(name)).unwrap();

@@ -6,6 +6,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError};
 use pyo3::prelude::*;
 use sluice_sim::metrics::{self, Provenance};
+use sluice_sim::run::Ran;
 use sluice_sim::scenario::{self, LoadedScenario, ScenarioError, Threads};
 use sluice_sim::world::World;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -77,18 +78,17 @@ fn run(
 ) -> PyResult<(String, Vec<String>)> {
     let tick = tick.as_ref();
     guarded(py, move || {
-        let (loaded, mut world) = build(&text, &file, &base_dir, &overrides)?;
-        let asked = match threads {
-            Some(n) => Threads::parse(&n.to_string()).map_err(|e| format!("threads: {e}"))?,
-            None => loaded.scenario.sim.threads,
-        };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = asked.resolve(&world, cores);
-        scenario::spread(&loaded, &mut world, threads)?;
+        let (loaded, world) = build(&text, &file, &base_dir, &overrides)?;
+        let threads = threads.map(|n| Threads::parse(&n.to_string()).map_err(|e| format!("threads: {e}"))).transpose()?;
         let end_ns = loaded.scenario.sim.duration.map(|d| d.ns());
-        let started = Instant::now();
-        let mut looked = started;
-        world.run(&mut |now| {
+        let mut looked = Instant::now();
+        let provenance = Provenance {
+            loaded: &loaded,
+            overrides: &overrides,
+            version: env!("CARGO_PKG_VERSION"),
+            git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
+        };
+        let Ran { summary, warnings, .. } = sluice_sim::run::run(world, &provenance, threads, Path::new(&out), &mut |now| {
             if looked.elapsed() < TICK {
                 return;
             }
@@ -103,18 +103,7 @@ fn run(
                 // stop needs, and `guarded` turns the payload back into the exception.
                 resume_unwind(Box::new(Stop(e)));
             }
-        });
-        let wall = started.elapsed().as_secs_f64();
-        world.check_conservation().map_err(|e| format!("internal invariant violated: {e}"))?;
-        let out = Path::new(&out);
-        let provenance = Provenance {
-            loaded: &loaded,
-            overrides: &overrides,
-            version: env!("CARGO_PKG_VERSION"),
-            git_revision: option_env!("SLUICE_GIT_REVISION").unwrap_or("unknown"),
-        };
-        let summary = metrics::write_run(&world, out, wall, &provenance).map_err(|e| e.to_string())?;
-        let warnings = metrics::warnings(&loaded, &world);
+        })?;
         Ok((serde_json::to_string(&summary).map_err(|e| e.to_string())?, warnings))
     })
 }

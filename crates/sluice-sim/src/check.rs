@@ -1,5 +1,5 @@
-//! Every problem of a scenario in one pass, as `sluice check` reports them, and the memory a run's
-//! flows and samples will take.
+//! Every problem of a scenario in one pass, as `sluice check` reports them, and the memory a run
+//! will take.
 //!
 //! Parsing and validation stop at the first problem, which names its key path. To find the next,
 //! the check edits the scenario past it and reads it again, until it reads clean or a problem
@@ -11,22 +11,21 @@
 //! without a key path, one whose key is a list entry (removing it would renumber the entries
 //! after it), or one no edit clears.
 
-use crate::scenario::{self, Edit, LoadedScenario, ScenarioError};
+use crate::scenario::{self, Edit, Footprint, LoadedScenario, ScenarioError};
 use crate::world::World;
 use std::path::Path;
 
 /// At most this many problems are listed; a file with more is better fixed a screenful at a time.
 const MAX_PROBLEMS: usize = 20;
 
-/// A scenario that checked clean: what it builds, and about how much memory its flows and samples
-/// take in a run.
+/// A scenario that checked clean: what it builds, and about how much memory a run takes.
 pub struct Checked {
     /// The scenario as read, overrides applied.
     pub loaded: LoadedScenario,
     /// The world it builds.
     pub world: World,
-    /// Bytes its flows and samples take in a run, at the peak ([`crate::scenario::Footprint::bytes`]).
-    pub memory: u64,
+    /// What a run holds in memory, on one thread and for each other.
+    pub footprint: Footprint,
 }
 
 /// Reads `path` with `overrides` and builds its world, or lists every problem found on the way.
@@ -51,7 +50,7 @@ pub fn check_text(
     for _ in 0..4 * MAX_PROBLEMS {
         let found = scenario::parse_edited(text, file, base_dir, overrides, &edits).and_then(|loaded| {
             let (world, footprint) = scenario::build_measured(&loaded).map_err(|m| loaded.error_at(m))?;
-            Ok(Checked { loaded, world, memory: footprint.bytes() })
+            Ok(Checked { loaded, world, footprint })
         });
         let problem = match found {
             Ok(checked) if problems.is_empty() => return Ok(checked),

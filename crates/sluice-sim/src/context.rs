@@ -163,6 +163,7 @@ impl Counters {
 
 /// Independent random streams, one per purpose, so adding a use of one never shifts another, and
 /// one set per partition, so a partition's draws do not depend on another's.
+#[derive(Clone)]
 pub struct Streams {
     /// Link loss draws.
     pub loss: Xoshiro256PlusPlus,
@@ -188,7 +189,7 @@ pub fn stream(seed: u64, purpose: u64) -> Xoshiro256PlusPlus {
 /// An event for another partition's list, keyed by the partition that scheduled it, while
 /// partitions take turns window by window.
 #[derive(Clone, Copy, Debug)]
-pub struct Across {
+pub struct CrossEvent {
     /// The partition whose list takes it.
     pub part: u16,
     /// When it is due.
@@ -209,7 +210,7 @@ pub struct Cx<'a> {
     /// partition, handed over when the acting one's turn ends. `None`: one list for all.
     /// The event list.
     pub events: &'a mut EventQueue<Event>,
-    pub across: Option<&'a mut Vec<Across>>,
+    pub across: Option<&'a mut Vec<CrossEvent>>,
     /// Network-wide counters.
     pub counters: &'a mut Counters,
     /// HPCC per-hop record stacks.
@@ -244,7 +245,7 @@ impl Cx<'_> {
     #[inline(never)]
     fn schedule_across(&mut self, part: u16, at: Time, ev: Event) {
         let tie = self.events.next_tie();
-        self.across.as_deref_mut().expect("partitions take turns").push(Across { part, at, tie, ev });
+        self.across.as_deref_mut().expect("partitions take turns").push(CrossEvent { part, at, tie, ev });
     }
 
     /// Counts a packet lost for `reason` and frees what it holds.

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod net;
 pub mod packet;
 mod prefetch;
+pub mod run;
 pub mod scenario;
 pub mod time;
 pub mod transport;

@@ -449,3 +449,43 @@ pub fn k() { crate::b::inner::Inner; }
     assert_eq!(found.len(), 1);
     assert_eq!(report(&mods, &edges, &found), "a circle of 2 modules: a.rs c.rs\n  a.rs -> c.rs: a.rs:1, a.rs:2\n  c.rs -> a.rs: c.rs:1\n");
 }
+
+/// The simulator's layers, lowest first, by top-level module: a module may use its own layer's
+/// and those below, never one above. Core types; the network and the context every element acts
+/// through (it lends the wire store and the capture); algorithms and transports; flows, hosts
+/// and workloads on them; the engine that runs them; what reads scenarios and writes outputs.
+const LAYERS: [(&str, &[&str]); 6] = [
+    ("core", &["time", "words", "prefetch", "packet", "event"]),
+    ("net and context", &["net", "context"]),
+    ("cc and transport", &["cc", "transport"]),
+    ("host and workload", &["host", "flow", "workload"]),
+    ("engine", &["world"]),
+    ("scenario and outputs", &["scenario", "check", "metrics", "run", "fuzzing"]),
+];
+
+/// The layer a module is in (`lib.rs` above them all).
+fn layer_of(m: &Module) -> Result<usize, String> {
+    let Some(top) = m.first() else { return Ok(LAYERS.len()) };
+    LAYERS.iter().position(|(_, tops)| tops.contains(&top.as_str())).ok_or_else(|| format!("module {top} is in no layer of LAYERS"))
+}
+
+/// Every use of a module in a higher layer, as `from -> to (file:line, ..)`.
+fn upward(mods: &BTreeMap<Module, String>, edges: &Edges) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    for ((a, b), at) in edges {
+        let (la, lb) = (layer_of(a)?, layer_of(b)?);
+        if lb > la {
+            found.push(format!("{} ({}) -> {} ({}): {}", mods[a], LAYERS[la].0, mods[b], LAYERS[lb].0, at.join(", ")));
+        }
+    }
+    Ok(found)
+}
+
+#[test]
+fn no_layer_uses_one_above_it() {
+    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let (mods, edges) = graph(&files);
+    assert!(mods.len() > 90 && edges.len() > 300, "{} modules, {} dependencies: the sources were not read", mods.len(), edges.len());
+    let found = upward(&mods, &edges).unwrap_or_else(|e| panic!("{e}"));
+    assert!(found.is_empty(), "uses of a higher layer; move the item down to the layer that uses it:\n{}", found.join("\n"));
+}

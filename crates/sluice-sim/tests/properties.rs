@@ -114,7 +114,7 @@ fn run(text: &str, dir: &Path, schedule: Schedule) -> Result<BTreeMap<String, Ve
             world.run(&mut |_| {});
         }
         Schedule::Threads(n) => {
-            scenario::spread(&loaded, &mut world, n).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            world.spread(n);
             world.run(&mut |_| {});
         }
     }

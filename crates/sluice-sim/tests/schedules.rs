@@ -39,7 +39,7 @@ fn outputs(rel: &str, overrides: &[&str], schedule: Schedule) -> (BTreeMap<Strin
             1
         }
         Schedule::Threads(n) => {
-            let threads = scenario::spread(&loaded, &mut world, n).unwrap_or_else(|e| panic!("{e}"));
+            let threads = world.spread(n);
             world.run(&mut |_| {});
             threads
         }

@@ -4,7 +4,7 @@
 
 use super::scheduler::Scheduler;
 use crate::context::{Cx, Event};
-use crate::flow::Flow;
+use crate::flow::{Flow, FlowTable};
 use crate::net::port::Port;
 use crate::packet::Packet;
 use crate::time::Time;
@@ -36,7 +36,7 @@ impl Nic {
     }
 
     /// Puts the host's next packet on the wire if the port is free: control first, then data.
-    pub fn send(&mut self, port: &mut Port, flows: &mut [Flow], cx: &mut Cx) {
+    pub fn send(&mut self, port: &mut Port, flows: &mut FlowTable, cx: &mut Cx) {
         let now = cx.now;
         if !port.idle(now) {
             port.wake_when_free(self.port, cx);
@@ -70,7 +70,7 @@ impl Nic {
     /// Whether a control packet is queued or an active flow's window lets it send. The flow that
     /// sent the last data packet (`data_from`, active again) is asked first: it is in cache and
     /// most often the one with more to send, where the others' state is a miss each.
-    fn has_backlog(&self, flows: &[Flow], data_from: Option<u32>) -> bool {
+    fn has_backlog(&self, flows: &FlowTable, data_from: Option<u32>) -> bool {
         let sendable = |f: u32| flows[f as usize].client.as_ref().is_some_and(|t| t.has_sendable());
         !self.ctrl.is_empty() || data_from.is_some_and(sendable) || self.active.iter().any(sendable)
     }
@@ -78,7 +78,7 @@ impl Nic {
     /// The scheduler: the highest-priority band with a flow ready to send and not paused by PFC,
     /// round robin within it, skipping flows their pacer or rate limiter holds back (and waking
     /// for the earliest). Returns the packet and its flow.
-    fn next_data_packet(&mut self, flows: &mut [Flow], paused: u8, cx: &mut Cx) -> Option<(Packet, u32)> {
+    fn next_data_packet(&mut self, flows: &mut FlowTable, paused: u8, cx: &mut Cx) -> Option<(Packet, u32)> {
         let mut earliest: Option<Time> = None;
         for band in 0..self.active.bands() {
             if is_paused(paused, band as u8) {
@@ -98,7 +98,7 @@ impl Nic {
     }
 
     /// One round-robin pass over a priority band; notes the earliest time a held flow may send.
-    fn next_in_band(&mut self, band: usize, flows: &mut [Flow], cx: &mut Cx, earliest: &mut Option<Time>) -> Option<(Packet, u32)> {
+    fn next_in_band(&mut self, band: usize, flows: &mut FlowTable, cx: &mut Cx, earliest: &mut Option<Time>) -> Option<(Packet, u32)> {
         let now = cx.now;
         for _ in 0..self.active.band_len(band) {
             let f = self.active.pop(band)?;
@@ -129,7 +129,7 @@ impl Nic {
 
     /// Bytes waiting at the NIC: control packets, and data the active flows' windows let out
     /// now (what a queue sample of the host's port reports).
-    pub fn backlog_bytes(&self, flows: &[Flow]) -> u64 {
+    pub fn backlog_bytes(&self, flows: &FlowTable) -> u64 {
         let ctrl: u64 = self.ctrl.iter().map(|p| p.wire_bytes as u64).sum();
         // Saturating: an endless flow with an open window (a rate-based algorithm's) has no end.
         let data = self.active.iter().filter_map(|f| flows[f as usize].client.as_ref().map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);

@@ -1,7 +1,7 @@
 //! Every host's stack as an element: what its NIC and kernel do with a packet that arrives, a
 //! connection timer that fires, a CPU core that finishes a job, an offload tick; and the host's
 //! share of carrying out what a transport reported. What concerns applications and the run's
-//! flow table the host hands back as a [`Carry`] (the report itself stays in [`Hosts::report`],
+//! flow table the host hands back as a [`ReportFrom`] (the report itself stays in [`Hosts::report`],
 //! so a packet moves no record around), which the world takes to the workload runtime between
 //! [`Hosts::take_report`] and [`Hosts::settle`].
 
@@ -11,7 +11,7 @@ use super::offload::Offload;
 use super::splice::Relayed;
 use super::telemetry::{TelemetryLog, TelemetryRow};
 use crate::context::{Cx, Event, TimerKind};
-use crate::flow::Flow;
+use crate::flow::FlowTable;
 use crate::net::port::Port;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
@@ -25,9 +25,9 @@ const CONTINUE_BYTES: u32 = 25;
 
 /// What a host acts on beyond itself: the flows' transports and records, the ports (each NIC
 /// sends on its own) and the context every element acts through.
-pub struct Stack<'a> {
+pub struct HostCx<'a> {
     /// Every flow, by id.
-    pub flows: &'a mut [Flow],
+    pub flows: &'a mut FlowTable,
     /// Every port, by global id.
     pub ports: &'a mut [Port],
     /// Clock, events, counters, slabs.
@@ -39,7 +39,7 @@ pub struct Stack<'a> {
 /// A transport's report that the world carries on with: flow `flow`'s, at host `host` (the
 /// report is [`Hosts::report`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Carry {
+pub struct ReportFrom {
     /// The flow.
     pub flow: u32,
     /// The host whose stack reported.
@@ -49,7 +49,7 @@ pub struct Carry {
 /// What a packet arriving at a host came to.
 pub enum Arrival {
     /// The stack took it; the report, if one is due now (not after a modelled CPU's job).
-    Stack(Option<Carry>),
+    Stack(Option<ReportFrom>),
     /// The NIC relayed it on a spliced connection; the world settles the splice.
     Spliced(Box<Relayed>),
 }
@@ -77,7 +77,7 @@ impl Hosts {
         Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), telemetry, io: Io::default(), mss }
     }
 
-    /// What the transport of the last [`Carry`] reported.
+    /// What the transport of the last [`ReportFrom`] reported.
     #[inline]
     pub fn report(&self) -> &Io {
         &self.io
@@ -96,7 +96,7 @@ impl Hosts {
 
     /// A packet reaches host `h`: its NIC's offload relays it, or its stack takes it.
     #[inline]
-    pub fn receive(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Arrival {
+    pub fn receive(&mut self, h: u32, pkt: Packet, s: &mut HostCx) -> Arrival {
         s.cx.counters.packets_delivered += 1;
         let capture = s.cx.capture.is_some();
         if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
@@ -109,7 +109,7 @@ impl Hosts {
 
     /// The stack of host `h` (its NIC's offload first) takes a packet.
     #[inline]
-    pub fn stack_rx(&mut self, h: u32, pkt: Packet, s: &mut Stack) -> Option<Carry> {
+    pub fn stack_rx(&mut self, h: u32, pkt: Packet, s: &mut HostCx) -> Option<ReportFrom> {
         let f = pkt.flow;
         let flow = &mut s.flows[f as usize];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
@@ -126,7 +126,7 @@ impl Hosts {
         }
         self.io.reset();
         if side == Side::Server && nic_takes(&mut self.offloads, h, f, &pkt, &mut self.io, s) {
-            return Some(Carry { flow: f, host: h });
+            return Some(ReportFrom { flow: f, host: h });
         }
         let flow = &mut s.flows[f as usize];
         match side {
@@ -141,11 +141,11 @@ impl Hosts {
     /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
     /// or not the NIC's table has room).
     #[inline]
-    fn after_stack(&mut self, h: u32, f: u32, rx: bool, s: &mut Stack) -> Option<Carry> {
+    fn after_stack(&mut self, h: u32, f: u32, rx: bool, s: &mut HostCx) -> Option<ReportFrom> {
         match self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) {
             None => {
                 self.offload_close(h, f, s);
-                Some(Carry { flow: f, host: h })
+                Some(ReportFrom { flow: f, host: h })
             }
             Some(cpu) => {
                 let io = std::mem::take(&mut self.io);
@@ -169,25 +169,25 @@ impl Hosts {
     /// A core of host `h` finished its job: what the job's packet or timer made the host do is
     /// reported now, the application's close going to the NIC first if it offloads teardown.
     #[cold]
-    pub fn cpu_done(&mut self, h: u32, core: usize, s: &mut Stack) -> Option<Carry> {
+    pub fn cpu_done(&mut self, h: u32, core: usize, s: &mut HostCx) -> Option<ReportFrom> {
         let cpu = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
         let job = cpu.finish(core, &mut s.cx)?;
         self.io = job.io;
         self.offload_close(h, job.flow, s);
-        Some(Carry { flow: job.flow, host: h })
+        Some(ReportFrom { flow: job.flow, host: h })
     }
 
     /// Lets flow `f`'s client act (`act`) at its host `h` and returns its report, or nothing if
     /// the client is closed.
-    pub fn with_client(&mut self, f: u32, h: u32, s: &mut Stack, act: impl FnOnce(&mut ClientEnd, &mut Io, &mut Cx)) -> Option<Carry> {
+    pub fn with_client(&mut self, f: u32, h: u32, s: &mut HostCx, act: impl FnOnce(&mut ClientEnd, &mut Io, &mut Cx)) -> Option<ReportFrom> {
         let c = s.flows[f as usize].client.as_mut()?;
         self.io.reset();
         act(c, &mut self.io, &mut s.cx);
-        Some(Carry { flow: f, host: h })
+        Some(ReportFrom { flow: f, host: h })
     }
 
     /// Lets flow `f`'s server act, its report in [`Self::report`]; false if the server is closed.
-    fn server_acts(&mut self, f: u32, s: &mut Stack, act: impl FnOnce(&mut ServerEnd, &mut Io, &mut Cx)) -> bool {
+    fn server_acts(&mut self, f: u32, s: &mut HostCx, act: impl FnOnce(&mut ServerEnd, &mut Io, &mut Cx)) -> bool {
         let Some(t) = s.flows[f as usize].server.as_mut() else { return false };
         self.io.reset();
         act(t, &mut self.io, &mut s.cx);
@@ -196,7 +196,7 @@ impl Hosts {
 
     /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
     /// work for its host's CPU, where one is modelled.
-    pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut Stack) -> Option<Carry> {
+    pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut HostCx) -> Option<ReportFrom> {
         let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
         if !kind.at_server() {
             return self.with_client(f, src, s, |c, io, cx| c.on_timer(kind, gen, io, cx));
@@ -204,7 +204,7 @@ impl Hosts {
         let acted = self.server_acts(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
         // The peer's close is no work for the server's CPU: the connection is over.
         if kind == TimerKind::PeerClosed || !self.cpus.get(dst as usize).is_some_and(Option::is_some) {
-            return acted.then_some(Carry { flow: f, host: dst });
+            return acted.then_some(ReportFrom { flow: f, host: dst });
         }
         if !acted || (self.io.replies.is_empty() && !self.io.closed) {
             // Gone, or a stale or rescheduled timer: no work.
@@ -216,7 +216,7 @@ impl Hosts {
     /// If flow `f`'s server application closed (its FIN in the report), host `h`'s NIC may take
     /// the close over.
     #[inline]
-    fn offload_close(&mut self, h: u32, f: u32, s: &mut Stack) {
+    fn offload_close(&mut self, h: u32, f: u32, s: &mut HostCx) {
         if !self.io.work.answered {
             return;
         }
@@ -230,7 +230,7 @@ impl Hosts {
     /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; returns the
     /// flows whose close the NIC gave up on, for [`Self::nic_closed`].
     #[cold]
-    pub fn nic_tick(&mut self, h: u32, s: &mut Stack) -> Vec<u32> {
+    pub fn nic_tick(&mut self, h: u32, s: &mut HostCx) -> Vec<u32> {
         let off = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a NIC tick for a host with an offload");
         let now = s.cx.now;
         if off.tick_at != Some(now) {
@@ -246,18 +246,18 @@ impl Hosts {
 
     /// Host `h`'s NIC gave up on flow `f`'s close: the connection ends.
     #[cold]
-    pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut Stack) -> Carry {
+    pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut HostCx) -> ReportFrom {
         self.io.reset();
         if let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) {
             server.nic_closed(&mut self.io, &mut s.cx);
         }
-        Carry { flow: f, host: h }
+        ReportFrom { flow: f, host: h }
     }
 
     /// The end `side` of spliced flow `f` at host `h` is closed: the NIC saw the close go
     /// through end to end.
     #[cold]
-    pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut Stack) -> Option<Carry> {
+    pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut HostCx) -> Option<ReportFrom> {
         match side {
             Side::Client => self.with_client(f, h, s, |c, io, _| {
                 if let Some(c) = c.tcp_mut() {
@@ -270,7 +270,7 @@ impl Hosts {
                         server.spliced_closed(io, cx);
                     }
                 });
-                acted.then_some(Carry { flow: f, host: h })
+                acted.then_some(ReportFrom { flow: f, host: h })
             }
         }
     }
@@ -278,7 +278,7 @@ impl Hosts {
     /// Host `h`'s CPU, where modelled, pays for handing a spliced pair over to or back from its
     /// NIC.
     #[cold]
-    pub fn handover(&mut self, h: u32, front: u32, s: &mut Stack) {
+    pub fn handover(&mut self, h: u32, front: u32, s: &mut HostCx) {
         if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
             let mut cycles = Cycles::default();
             cycles.add(Op::Handover, cpu.costs.handover);
@@ -290,7 +290,7 @@ impl Hosts {
     /// host `h` asks its NIC to splice the two (if the NIC splices, the table has room, and
     /// nothing of the request waits beyond a gap, which the NIC could no longer hand the host),
     /// else relays on the host, and tells the client to send the body (`100 Continue`).
-    pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut Stack) {
+    pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut HostCx) {
         let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front as usize].relay.as_deref() else { return };
         // Both ends are the proxy host's own: the client connection's server, the backend's client.
         let (Some(server), Some(client)) = (s.flows[front as usize].tcp_server(), s.flows[b as usize].tcp_client()) else { return };
@@ -321,7 +321,7 @@ impl Hosts {
 
     /// Queues work of `cycles` for flow `f` on host `h`'s CPU, where it is modelled, with no
     /// outcome of its own: it only keeps the core busy.
-    fn job(&mut self, h: u32, f: u32, cycles: Cycles, s: &mut Stack) {
+    fn job(&mut self, h: u32, f: u32, cycles: Cycles, s: &mut HostCx) {
         let Some(cpu) = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
         if cycles.total() == 0 {
             return;
@@ -331,14 +331,14 @@ impl Hosts {
 
     /// Lets host `h`'s NIC put its next packet on the wire.
     #[inline]
-    pub fn nic_send(&mut self, h: u32, s: &mut Stack) {
+    pub fn nic_send(&mut self, h: u32, s: &mut HostCx) {
         let nic = &mut self.nics[h as usize];
         let port = &mut s.ports[nic.port as usize];
         nic.send(port, s.flows, &mut s.cx);
     }
 
     /// Puts flow `f` on its client's NIC scheduler.
-    pub fn activate(&mut self, f: u32, s: &mut Stack) {
+    pub fn activate(&mut self, f: u32, s: &mut HostCx) {
         let flow = &mut s.flows[f as usize];
         self.nics[flow.src as usize].activate(flow);
     }
@@ -346,7 +346,7 @@ impl Hosts {
     /// The host's first share of carrying out `c`: replies to its NIC, a TCP-INT echo to the
     /// telemetry log, delivered bytes to the flow's record.
     #[inline]
-    pub fn take_report(&mut self, c: Carry, s: &mut Stack) {
+    pub fn take_report(&mut self, c: ReportFrom, s: &mut HostCx) {
         let (f, io) = (c.flow, &mut self.io);
         if !io.replies.is_empty() {
             self.nics[c.host as usize].ctrl.extend(io.replies.drain(..));
@@ -368,7 +368,7 @@ impl Hosts {
     /// connection, let a client with an interim response write the rest, wake the client's NIC,
     /// and let this host's NIC send.
     #[inline]
-    pub fn settle(&mut self, c: Carry, s: &mut Stack) {
+    pub fn settle(&mut self, c: ReportFrom, s: &mut HostCx) {
         let (h, io) = (c.host, &mut self.io);
         let flow = &mut s.flows[c.flow as usize];
         if io.closed {
@@ -404,7 +404,7 @@ impl Hosts {
 /// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true if it
 /// consumed it (its answer in `io`).
 #[inline]
-fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut Stack) -> bool {
+fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut HostCx) -> bool {
     let Some(off) = offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
     let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) else { return false };
     let consumed = off.on_segment(server, pkt, io, &mut s.cx);

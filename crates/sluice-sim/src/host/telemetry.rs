@@ -39,6 +39,11 @@ impl TelemetryLog {
         TelemetryLog { interval, flows, last_row: Vec::new(), rows: Vec::new(), ties: Vec::new(), hists: [h(), h(), h(), h(), h()] }
     }
 
+    /// A log like this one, with nothing logged: a shard's (`world/threads.rs`).
+    pub fn empty_like(&self) -> TelemetryLog {
+        TelemetryLog::new(self.interval, self.flows.clone())
+    }
+
     /// Takes in the logs the other threads of a run kept: rows in the order one event list
     /// takes them (time, then the event's tie key), and every echo in the histograms.
     pub fn merge(&mut self, others: impl IntoIterator<Item = TelemetryLog>) {

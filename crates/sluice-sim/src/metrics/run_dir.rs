@@ -223,20 +223,30 @@ fn unused_classes(world: &World) -> Option<String> {
     })
 }
 
-/// What `sluice check` says about a valid scenario: what it builds, and about how much memory its
-/// flows and samples take in a run.
+/// What `sluice check` says about a valid scenario: what it builds, and about how much memory a
+/// run takes, on one thread and on as many as it has partitions (each other thread's shard).
 pub fn describe(checked: &crate::check::Checked) -> String {
-    use crate::words::count;
+    use crate::words::{bytes, count};
     let world = &checked.world;
     let nodes = world.ports().iter().map(|p| p.node).collect::<std::collections::BTreeSet<_>>().len();
     let classes: Vec<String> = world.classes().iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
+    let footprint = &checked.footprint;
+    let threads = match world.partitions().count {
+        1 => String::new(),
+        n => format!(
+            ", and {} more for each other thread up to its {n} partitions ({} on {})",
+            bytes(footprint.shard),
+            bytes(footprint.bytes_on(n.min(8))),
+            count(n.min(8) as u64, "thread", "threads")
+        ),
+    };
     format!(
-        "{}: ok — {}, {}, {}; classes: {}; its flows and samples take about {} of memory",
+        "{}: ok — {}, {}, {}; classes: {}; a run takes about {} of memory on one thread{threads}",
         checked.loaded.file,
         count(world.host_count() as u64, "host", "hosts"),
         count((nodes - world.host_count()) as u64, "switch", "switches"),
         count(world.flows().len() as u64, "flow", "flows"),
         classes.join(", "),
-        crate::words::bytes(checked.memory)
+        bytes(footprint.bytes())
     )
 }

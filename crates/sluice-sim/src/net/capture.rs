@@ -18,7 +18,7 @@ pub struct CaptureSpec {
 }
 
 /// Packets captured during the run, written to `trace.pcap` afterwards.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Capture {
     /// Per global port id: captured.
     ports: Vec<bool>,

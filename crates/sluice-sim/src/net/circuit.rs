@@ -322,7 +322,7 @@ pub struct Sizing {
 }
 
 /// One virtual output queue: packets for one destination rack.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Voq {
     packets: VecDeque<Packet>,
     /// A data packet has joined it: its pair has demand and its days count for utilization.
@@ -367,7 +367,7 @@ pub enum Uplink {
 }
 
 /// What the ToR did with a packet headed for another rack.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Admit {
     /// Queued in its VOQ.
     Queued,
@@ -376,7 +376,7 @@ pub enum Admit {
 }
 
 /// A rack's top-of-rack switch's circuit side: its VOQs and the two uplinks that drain them.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Tor {
     /// This ToR's rack.
     pub rack: u16,

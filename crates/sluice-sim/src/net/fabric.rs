@@ -44,6 +44,7 @@ pub struct FabricSpec<'a> {
 }
 
 /// Ports, switches and routes of one topology.
+#[derive(Clone)]
 pub struct Fabric {
     /// What each node is.
     pub roles: Vec<Role>,

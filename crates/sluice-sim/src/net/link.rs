@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 /// event in the queue: the event list holds one entry per busy link, not one per packet. A link
 /// between partitions schedules every packet's arrival as it is sent instead, and keeps no queue:
 /// the packet is the far partition's once it is sent.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Link {
     /// Propagation delay.
     pub delay: Time,

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 ///
 /// Laid out so that a packet crossing an idle port touches its first four cache lines only: the
 /// serializer and counters; the wire and the meter; the queue's byte count; the marking.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct Port {
     /// The serializer is busy until then.

@@ -6,7 +6,7 @@ use crate::prefetch::prefetch;
 use std::collections::VecDeque;
 
 /// Strict-priority bands of one egress port (band 0 is served first).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 #[repr(C)]
 pub struct PortQueue {
     // First: the byte count is all an idle port reads, and `Port` lays the queue out early.

@@ -18,7 +18,7 @@ use crate::packet::{Caps, Ecn, Packet, CONTROL_PRIO};
 use crate::time::Time;
 
 /// One switch; its ports are the world's ports `first_port..first_port + n`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Switch {
     /// The switch's node id.
     pub node: u32,

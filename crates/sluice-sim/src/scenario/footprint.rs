@@ -19,8 +19,13 @@ const QUEUE_SAMPLE_BYTES: u64 = 24;
 const CWND_SAMPLE_BYTES: u64 = 96;
 /// A captured packet's headers and timestamp.
 const CAPTURED_BYTES: u64 = 128;
-/// The program, its tables and the network's elements before any flow.
+/// The program and its tables before any element or flow.
 const BASE_BYTES: u64 = 8_000_000;
+/// What a thread's shard holds besides its copy of the elements' shape and its flow index, once
+/// it runs: its thread and allocator arena, and per host of the fabric about 1.3 KB of event
+/// list and wire store (fitted to `websearch_leafspine`, `ws320` and the 10,240-host fat tree's
+/// 0.3 ms prefix on 1, 2 and 8 threads, `docs/engine.md`).
+const SHARD_RUN_BYTES: (u64, u64) = (2_000_000, 1_300);
 
 /// What a scenario will hold in memory, from what it creates; each term names the scenario key
 /// that drives it, for a refusal to point at.
@@ -35,13 +40,29 @@ pub struct Footprint {
     pub samples: (u64, String),
     /// Bytes for captured packets.
     pub captured: u64,
+    /// Bytes of the network's elements as built (0 until the world is).
+    pub elements: u64,
+    /// Bytes each thread past the first adds: its shard (0 until the world is built).
+    pub shard: u64,
 }
 
 impl Footprint {
-    /// Bytes a run's flows and samples take at the peak, with the program's own, about; packets
-    /// queued in the network come on top.
+    /// Bytes a run on one thread takes at the peak, about: its flows, samples and elements and
+    /// the program's own; packets queued in the network come on top.
     pub fn bytes(&self) -> u64 {
-        BASE_BYTES + self.flows.0 + self.samples.0 + self.captured
+        BASE_BYTES + self.elements + self.flows.0 + self.samples.0 + self.captured
+    }
+
+    /// Bytes a run on `threads` threads takes at the peak, about: one thread's, and a shard for
+    /// each other.
+    pub fn bytes_on(&self, threads: usize) -> u64 {
+        self.bytes() + threads.saturating_sub(1) as u64 * self.shard
+    }
+
+    /// Takes in the sizes of the world built: its elements, and a shard's.
+    pub(crate) fn measure(&mut self, world: &crate::world::World) {
+        self.elements = world.element_bytes();
+        self.shard = world.shard_bytes() + SHARD_RUN_BYTES.0 + SHARD_RUN_BYTES.1 * world.host_count() as u64;
     }
 
     /// What flows and samples cost, from their counts; `most_made` is the workload key that makes
@@ -69,18 +90,23 @@ impl Footprint {
             open,
             samples: (samples.0, samples.1.to_string()),
             captured: captured.saturating_mul(CAPTURED_BYTES),
+            elements: 0,
+            shard: 0,
         }
+    }
+
+    /// How many threads' runs fit in `limit` (or what this process may use), if it is known:
+    /// the first holds the world, each other a shard of it.
+    pub(crate) fn fit(&self, limit: Option<u64>) -> Option<u64> {
+        let cap = limit.or_else(|| machine_memory().map(|(m, _)| m))?;
+        Some(match cap.checked_sub(self.bytes()) {
+            Some(left) => 1 + left / self.shard.max(1),
+            None => 0,
+        })
     }
 
     /// Refuses a footprint above `limit` (`limits.memory`) or, without one, above what this
     /// process may use, naming the key of its largest term.
-    /// How many runs of this size fit in `limit` (or what this process may use), if it is known:
-    /// each thread of a run holds a replica of the world.
-    pub(crate) fn fit(&self, limit: Option<u64>) -> Option<u64> {
-        let cap = limit.or_else(|| machine_memory().map(|(m, _)| m))?;
-        Some(cap / self.bytes().max(1))
-    }
-
     pub(crate) fn within(&self, limit: Option<u64>) -> Result<(), String> {
         let (cap, what) = match limit {
             Some(l) => (l, format!("limits.memory = {}", crate::words::bytes(l))),

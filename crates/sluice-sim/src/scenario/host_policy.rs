@@ -5,7 +5,8 @@
 //! labels match; [`CheckedPolicy::for_host`] gives the policy one host runs.
 
 use super::classes::{self, CheckedClass, ClassConfig, MatchRules, Side};
-use super::{line_at, locate, tables_not_lists, ScenarioError};
+use super::overrides::{line_at, locate, tables_not_lists};
+use super::ScenarioError;
 use crate::time::Rate;
 use crate::words::{did_you_mean, in_words};
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! a [`ClientEnd`] at the flow's source and a [`ServerEnd`] at its destination. TCP and RDMA are
 //! the implementations, each a variant of both and a folder.
 
-pub mod build;
+pub mod pacer;
 pub mod rdma;
 pub mod tcp;
 

@@ -8,7 +8,7 @@
 use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos};
 pub use crate::flow::{Relay, RelayEnd, Splicing};
-use crate::flow::Flow;
+use crate::flow::FlowTable;
 use crate::time::Time;
 
 /// What the proxy on a host does after one of a request's connections changed.
@@ -26,7 +26,7 @@ pub struct RelayStep {
 /// The proxy on host `h` acts on a change to one of a request's connections (`f`, the client's
 /// or the backend's): once it has the header it asks for the backend connection the header
 /// names; it writes on what it has read.
-pub fn relay_step(flows: &mut [Flow], f: u32, h: u32, now: Time) -> Option<RelayStep> {
+pub fn relay_step(flows: &mut FlowTable, f: u32, h: u32, now: Time) -> Option<RelayStep> {
     let front = match flows[f as usize].relay.as_deref() {
         Some(&RelayEnd::Front { .. }) if flows[f as usize].dst == h => f,
         Some(&RelayEnd::Back { front }) if flows[f as usize].src == h => front,
@@ -60,7 +60,7 @@ pub fn relay_step(flows: &mut [Flow], f: u32, h: u32, now: Time) -> Option<Relay
 
 /// Makes the new flow `b` the backend connection of client connection `front`, with what the
 /// proxy has read so far written on it.
-pub fn attach_backend(flows: &mut [Flow], front: u32, b: u32) {
+pub fn attach_backend(flows: &mut FlowTable, front: u32, b: u32) {
     let got = flows[front as usize].bytes_delivered();
     let Some(&RelayEnd::Front { app, .. }) = flows[front as usize].relay.as_deref() else { return };
     let back = &mut flows[b as usize];

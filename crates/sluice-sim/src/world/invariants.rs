@@ -22,7 +22,7 @@ fn on_cut_links(w: &World) -> impl Iterator<Item = &Packet> + '_ {
 /// Checks that each partition accounts for its packets by itself: what its hosts sent and what
 /// arrived over its cut links is delivered to its hosts, dropped there, sent across a cut link, or
 /// still in its queues and on its own links. (Counts moved between partitions leave the run's
-/// sums unchanged; only this catches them.) A replica on a thread holds nothing of the
+/// sums unchanged; only this catches them.) A shard on a thread holds nothing of the
 /// partitions it does not run, so this holds for them trivially.
 fn partitions_conserve(w: &World) -> Result<(), String> {
     let (net, flying, parts) = (w.fabric(), w.flying(), w.partitions());
@@ -55,7 +55,7 @@ fn partitions_conserve(w: &World) -> Result<(), String> {
 }
 
 /// What crossed between partitions: packets sent across, arrived across, and still on the cut
-/// links (in a replica on a thread: its own share of each).
+/// links (in a shard on a thread: its own share of each).
 pub(crate) fn across(w: &World) -> [u64; 3] {
     let (sent, arrived) = w.partition_counters().iter().fold((0, 0), |(s, a), c| (s + c.sent_across, a + c.arrived_across));
     [sent, arrived, on_cut_links(w).count() as u64]
@@ -72,7 +72,7 @@ pub(crate) fn across_conserves([sent, arrived, on_cut_links]: [u64; 3]) -> Resul
 /// Checks conservation: every packet sent is delivered, dropped or still in the network; every
 /// switch's buffer holds exactly what its queues hold; every application got each byte once and
 /// in order, as counted apart from the transport. A world gathered from threads had its packets
-/// checked in each thread's replica before (`world/threads.rs`).
+/// checked in each thread's shard before (`world/threads.rs`).
 pub fn check_conservation(w: &World) -> Result<(), String> {
     match w.checked_apart() {
         Some(packets) => packets.clone()?,
@@ -87,9 +87,9 @@ pub fn check_conservation(w: &World) -> Result<(), String> {
     check_flows(w)
 }
 
-/// The packet checks of a replica that runs some of the partitions on a thread: each of its
+/// The packet checks of a shard that runs some of the partitions on a thread: each of its
 /// partitions conserves alone, and its stores, buffers and hop records add up.
-pub(crate) fn check_replica(w: &World) -> Result<(), String> {
+pub(crate) fn check_shard(w: &World) -> Result<(), String> {
     partitions_conserve(w)?;
     check_packets(w, false)
 }

@@ -1,38 +1,47 @@
-//! One run on several threads. Each thread runs a replica of the world that acts only for its
-//! share of the partitions, window by window (each as long as the lookahead), its partitions'
-//! events on one list in the canonical order. At each window's end the replicas meet: each takes
-//! what the others scheduled for its partitions (an arrival over a cut link brings its packet and
-//! hop records by value, as a message between machines would), and all agree on the next window
-//! and on whether the run is done. Nothing a replica does within a window depends on another's
-//! progress, so the run is the one a single thread makes; afterwards each element's state is taken
-//! from the replica that ran it, into one world for the outputs (`tests/schedules.rs` checks every
-//! output byte for byte).
+//! One run on several threads. The world is built once; each thread runs a shard of it that acts
+//! only for its share of the partitions: the built world itself for the first, and for each other
+//! one carved from it, holding the fabric's shape, its own hosts' NICs, CPUs and offloads, the flow
+//! specs and transport builder it shares, and the records of the flows it meets (`FlowTable`).
+//! Shards run window by window (each as long as the lookahead), their partitions' events on one
+//! list in the canonical order. At each window's end they meet: each takes what the others
+//! scheduled for its partitions (an arrival over a cut link brings its packet and hop records by
+//! value, as a message between machines would), and all agree on the next window and on whether
+//! the run is done. Nothing a shard does within a window depends on another's progress, so the
+//! run is the one a single thread makes; afterwards each element's state, and each flow's record
+//! (its client's, with its server's share), is taken from the shard that ran it into the built
+//! world for the outputs (`tests/schedules.rs` checks every output byte for byte).
 
-use super::{Windows, World};
-use crate::context::{Across, Event};
+use super::{invariants, WindowedRun, World};
+use crate::context::{CrossEvent, Event};
 use crate::event::EventQueue;
-use super::invariants;
-use crate::packet::hpcc_int::HopStack;
+use crate::flow::FlowTable;
+use crate::host::nic::Nic;
+use crate::host::stack::Hosts;
+use crate::net::link::Flying;
+use crate::net::port::Port;
+use crate::net::switch::Switch;
+use crate::packet::hpcc_int::{HopSlab, HopStack};
 use crate::packet::Packet;
 use crate::time::Time;
+use crate::workload::runtime::Runtime;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The most threads a run may be given.
 pub const MAX_THREADS: usize = 1024;
 
-/// What crosses from one replica to another at a window's end: an event for a partition the
+/// What crosses from one shard to another at a window's end: an event for a partition the
 /// receiver runs and, for an arrival over a cut link, the packet with its hop records.
 struct Parcel {
-    across: Across,
+    across: CrossEvent,
     pkt: Option<(Packet, Option<HopStack>)>,
 }
 
-/// What a replica tells the others at a window's end.
+/// What a shard tells the others at a window's end.
 #[derive(Default)]
-struct Post {
-    /// Parcels, by the replica that takes them.
+struct WindowReport {
+    /// Parcels, by the shard that takes them.
     parcels: Vec<Vec<Parcel>>,
     /// When its earliest event (or parcel) is due.
     next: Option<Time>,
@@ -44,22 +53,22 @@ struct Post {
     stopped: bool,
 }
 
-/// Where the replicas meet at each window's end.
+/// Where the shards meet at each window's end.
 struct Exchange {
-    meeting: Meeting,
-    /// Posts by replica, in two sets used in turn: a replica writes one while the others may
-    /// still read the other, never the one they read (a meeting lies between).
-    posts: [Vec<Mutex<Post>>; 2],
-    /// Each partition's replica.
+    barrier: WindowBarrier,
+    /// Reports by shard, in two sets used in turn: a shard writes one while the others may
+    /// still read the other, never the one they read (a barrier lies between).
+    reports: [Vec<Mutex<WindowReport>>; 2],
+    /// Each partition's shard.
     owner: Vec<usize>,
-    /// Finite flows each replica counted unfinished before the run.
+    /// Finite flows each shard counted unfinished before the run.
     unfinished: usize,
 }
 
 /// A barrier that a thread leaving by a panic breaks, so that the others return rather than
 /// wait for it forever. A window's work is often a fraction of a millisecond, so a party waits
 /// spinning for a while before it sleeps: waking a sleeping thread costs tens of microseconds.
-struct Meeting {
+struct WindowBarrier {
     parties: usize,
     arrived: AtomicUsize,
     generation: AtomicU64,
@@ -68,12 +77,12 @@ struct Meeting {
     all_here: Condvar,
 }
 
-/// Spins before a party waiting at a meeting sleeps: some tens of microseconds.
+/// Spins before a party waiting at a barrier sleeps: some tens of microseconds.
 const SPINS: u32 = 1 << 14;
 
-impl Meeting {
-    fn new(parties: usize) -> Meeting {
-        Meeting {
+impl WindowBarrier {
+    fn new(parties: usize) -> WindowBarrier {
+        WindowBarrier {
             parties,
             arrived: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
@@ -83,12 +92,12 @@ impl Meeting {
         }
     }
 
-    /// Waits for every party; false if one broke the meeting.
+    /// Waits for every party; false if one broke the barrier.
     fn wait(&self) -> bool {
         let generation = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
             // The last to arrive resets the count before it lets the others go on, so that none
-            // arrives at the next meeting to find this one's count.
+            // arrives at the next barrier to find this one's count.
             self.arrived.store(0, Ordering::Relaxed);
             let _sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
             self.generation.store(generation + 1, Ordering::Release);
@@ -109,7 +118,7 @@ impl Meeting {
         !self.broken.load(Ordering::Acquire)
     }
 
-    /// Breaks the meeting: every wait, now and later, returns false.
+    /// Breaks the barrier: every wait, now and later, returns false.
     fn break_up(&self) {
         let _sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
         self.broken.store(true, Ordering::Release);
@@ -117,8 +126,8 @@ impl Meeting {
     }
 }
 
-/// Breaks the meeting if its thread unwinds.
-struct LeaveOnPanic<'a>(&'a Meeting);
+/// Breaks the barrier if its thread unwinds.
+struct LeaveOnPanic<'a>(&'a WindowBarrier);
 
 impl Drop for LeaveOnPanic<'_> {
     fn drop(&mut self) {
@@ -128,69 +137,153 @@ impl Drop for LeaveOnPanic<'_> {
     }
 }
 
-/// The replicas a world spreads its run over.
+/// The shards a world spreads its run over.
 pub(super) struct Spread {
-    /// Replicas 1 and up (this world is replica 0).
+    /// Shards 1 and up (this world is shard 0).
     others: Vec<World>,
-    /// Each partition's replica.
+    /// Each partition's shard.
     owner: Vec<usize>,
 }
 
 impl World {
     /// Readies this world to run on up to `threads` threads, at most one per partition and as
-    /// many as the memory holds replicas of it (where [`crate::scenario::build`] knew): each
-    /// other thread runs a replica of it that `build` makes (the same scenario built again, the
-    /// replicas in parallel), and after the run this world holds it as one thread leaves it.
-    /// Returns the threads the run will use: 1 where the fabric is one partition.
-    pub fn spread(&mut self, threads: usize, build: &(dyn Fn() -> Result<World, String> + Sync)) -> Result<usize, String> {
+    /// many as the memory holds shards of it (where [`crate::scenario::build`] knew). Each other
+    /// thread runs a shard carved from this world: the fabric's shape, its own hosts' NICs, CPUs
+    /// and offloads moved over, the flow specs and transport builder shared, and a record for
+    /// each flow it meets. After the run this world holds it as one thread leaves it. Returns
+    /// the threads the run will use: 1 where the fabric is one partition.
+    pub fn spread(&mut self, threads: usize) -> usize {
         let n = threads.min(self.parts.count).min(self.room_for.unwrap_or(usize::MAX).max(1));
-        if n <= 1 || self.parts.lookahead.is_none() || self.events > 0 || self.windows.is_some() {
-            return Ok(1);
+        if n <= 1 || self.parts.lookahead.is_none() || self.events > 0 || self.windows.is_some() || !self.runtime.apps.is_empty() {
+            return 1;
         }
-        let mut others: Vec<World> = std::thread::scope(|s| {
-            let builds: Vec<_> = (1..n).map(|_| s.spawn(build)).collect();
-            builds.into_iter().map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Result<_, _>>()
-        })?;
         let owner = self.deal(n);
+        let mut others: Vec<World> = (1..n).map(|r| self.carve_shard(&owner, r)).collect();
+        self.trade_hosts(&mut others, &owner);
         for (r, w) in std::iter::once(&mut *self).chain(others.iter_mut()).enumerate() {
             w.own = owner.iter().map(|&o| o == r).collect();
-            w.replica = Some(r);
-            w.windows = Some(Box::new(Windows { lists: Vec::new(), acting: 0, across: Vec::new(), outbox: Vec::new(), reversed: false }));
+            w.shard = Some(r);
+            w.windows = Some(Box::new(WindowedRun { lists: Vec::new(), acting: 0, across: Vec::new(), outbox: Vec::new(), reversed: false }));
             w.q = EventQueue::new();
             w.schedule_starts();
         }
         self.spread = Some(Box::new(Spread { others, owner }));
-        Ok(n)
+        n
     }
 
-    /// Runs the replicas, this world's on this thread, and gathers the run into this world.
+    /// Shard `r`: what every partition reads, shared or copied in its built state (the fabric's
+    /// ports and switches, whose static fields a flow's path and record are worked out from;
+    /// only the shard's own change), hosts with no NIC state yet ([`Self::trade_hosts`] moves
+    /// its own over), and a flow table with no record yet.
+    fn carve_shard(&self, owner: &[usize], r: usize) -> World {
+        let hosts = self.hosts.nics.len();
+        let mut shard_hosts = Hosts::new((0..hosts).map(|_| Nic::default()).collect(), self.hosts.telemetry.empty_like(), self.build.tcp.mss());
+        shard_hosts.cpus = (0..self.hosts.cpus.len()).map(|_| None).collect();
+        shard_hosts.offloads = (0..self.hosts.offloads.len()).map(|_| None).collect();
+        World {
+            q: EventQueue::new(),
+            clock: self.clock,
+            net: self.net.clone(),
+            route_ahead: self.route_ahead,
+            hosts: shard_hosts,
+            flows: FlowTable::sparse(self.flows.len()),
+            build: Arc::clone(&self.build),
+            static_flows: self.static_flows,
+            specs: Arc::clone(&self.specs),
+            next_start: Arc::clone(&self.next_start),
+            started: 0,
+            parts: self.parts.clone(),
+            host_part: self.host_part.clone(),
+            part: 0,
+            global: self.global,
+            stop_at: None,
+            runtime: Runtime::new(Vec::new()),
+            rngs: self.rngs.clone(),
+            counters: self.counters.clone(),
+            unfinished: self.unfinished,
+            endless: self.endless,
+            end: self.end,
+            stop_when_done: self.stop_when_done,
+            stopped: false,
+            events: 0,
+            seed: self.seed,
+            queue_ports: self.queue_ports.clone(),
+            queue_interval: self.queue_interval,
+            queue_samples: Vec::new(),
+            cwnd_flows: self.cwnd_flows.clone(),
+            cwnd_interval: self.cwnd_interval,
+            cwnd_samples: Vec::new(),
+            bucketing: self.bucketing.clone(),
+            capture: self.capture.clone(),
+            hops: HopSlab::default(),
+            flying: Flying::default(),
+            circuit: self.circuit.clone(),
+            windows: None,
+            own: owner.iter().map(|&o| o == r).collect(),
+            shard: Some(r),
+            spread: None,
+            room_for: None,
+            checked_apart: None,
+        }
+    }
+
+    /// Bytes of the network's elements as built: ports, switches, NICs and node names.
+    pub(crate) fn element_bytes(&self) -> u64 {
+        let net = &self.net;
+        let names: usize = net.node_names.iter().map(|n| size_of::<String>() + n.len()).sum();
+        (net.ports.len() * size_of::<Port>() + net.switches.len() * size_of::<Switch>() + self.hosts.nics.len() * size_of::<Nic>() + names) as u64
+    }
+
+    /// Bytes a shard takes before it runs: its copy of the elements' shape and its flow index.
+    pub(crate) fn shard_bytes(&self) -> u64 {
+        self.element_bytes() + (self.flows.len() * size_of::<u32>()) as u64
+    }
+
+    /// Swaps each host's NIC, CPU and offload between this world (shard 0) and the shard that
+    /// runs it: before the run it moves them to their shards, after it brings them back.
+    fn trade_hosts(&mut self, others: &mut [World], owner: &[usize]) {
+        for h in 0..self.hosts.nics.len() {
+            if let r @ 1.. = owner[self.host_part[h] as usize] {
+                let (mine, theirs) = (&mut self.hosts, &mut others[r - 1].hosts);
+                std::mem::swap(&mut mine.nics[h], &mut theirs.nics[h]);
+                if !mine.cpus.is_empty() {
+                    std::mem::swap(&mut mine.cpus[h], &mut theirs.cpus[h]);
+                }
+                if !mine.offloads.is_empty() {
+                    std::mem::swap(&mut mine.offloads[h], &mut theirs.offloads[h]);
+                }
+            }
+        }
+    }
+
+    /// Runs the shards, this world's on this thread, and gathers the run into this world.
     pub(super) fn run_spread(&mut self, progress: &mut dyn FnMut(Time)) {
         let Spread { mut others, owner } = *self.spread.take().expect("a spread world");
         let n = others.len() + 1;
-        let posts = || (0..n).map(|_| Mutex::new(Post::default())).collect();
-        let ex = Exchange { meeting: Meeting::new(n), posts: [posts(), posts()], owner, unfinished: self.unfinished };
+        let reports = || (0..n).map(|_| Mutex::new(WindowReport::default())).collect();
+        let ex = Exchange { barrier: WindowBarrier::new(n), reports: [reports(), reports()], owner, unfinished: self.unfinished };
         std::thread::scope(|s| {
             for (r, w) in others.iter_mut().enumerate() {
                 let ex = &ex;
                 std::thread::Builder::new()
                     .name(format!("sluice-{}", r + 1))
-                    .spawn_scoped(s, move || w.run_replica(r + 1, ex, &mut |_| {}))
+                    .spawn_scoped(s, move || w.run_shard(r + 1, ex, &mut |_| {}))
                     .expect("a thread starts");
             }
-            self.run_replica(0, &ex, progress);
+            self.run_shard(0, &ex, progress);
         });
         let mut checked = Ok(());
         let mut across = [0; 3];
         for w in std::iter::once(&*self).chain(&others) {
-            checked = checked.and_then(|()| invariants::check_replica(w));
+            checked = checked.and_then(|()| invariants::check_shard(w));
             across.iter_mut().zip(invariants::across(w)).for_each(|(a, b)| *a += b);
         }
         self.checked_apart = Some(checked.and_then(|()| invariants::across_conserves(across)));
         self.gather(others, &ex.owner);
     }
 
-    /// Deals the partitions out to `n` replicas, each to the one with the fewest nodes so far,
-    /// largest first: each partition's replica.
+    /// Deals the partitions out to `n` shards, each to the one with the fewest nodes so far,
+    /// largest first: each partition's shard.
     fn deal(&self, n: usize) -> Vec<usize> {
         let mut nodes = vec![0usize; self.parts.count];
         for &p in &self.parts.of_node {
@@ -200,35 +293,35 @@ impl World {
         by_size.sort_by_key(|&p| std::cmp::Reverse(nodes[p]));
         let (mut owner, mut load) = (vec![0; self.parts.count], vec![0usize; n]);
         for p in by_size {
-            let r = (0..n).min_by_key(|&r| load[r]).expect("at least one replica");
+            let r = (0..n).min_by_key(|&r| load[r]).expect("at least one shard");
             (owner[p], load[r]) = (r, load[r] + nodes[p]);
         }
         owner
     }
 
-    /// Runs replica `r` window by window, meeting the others at each window's end. Within a
+    /// Runs shard `r` window by window, meeting the others at each window's end. Within a
     /// window its partitions' events pop from its one list in the canonical order, as on one
     /// thread; what they schedule for another partition waits for the window's end.
-    fn run_replica(&mut self, r: usize, ex: &Exchange, progress: &mut dyn FnMut(Time)) {
-        let _leave = LeaveOnPanic(&ex.meeting);
+    fn run_shard(&mut self, r: usize, ex: &Exchange, progress: &mut dyn FnMut(Time)) {
+        let _leave = LeaveOnPanic(&ex.barrier);
         let window = self.parts.lookahead.expect("threads run a fabric of several partitions");
         let (mut set, mut last_end, mut reported) = (0, None, self.events);
         loop {
             let parcels = self.ship(ex);
             let next = parcels.iter().flatten().map(|p| p.across.at).chain(self.q.next_time()).min();
-            let post = Post { parcels, next, unfinished: self.unfinished, started: self.started, stopped: self.stopped };
-            *ex.posts[set][r].lock().unwrap_or_else(|e| e.into_inner()) = post;
-            if !ex.meeting.wait() {
+            let report = WindowReport { parcels, next, unfinished: self.unfinished, started: self.started, stopped: self.stopped };
+            *ex.reports[set][r].lock().unwrap_or_else(|e| e.into_inner()) = report;
+            if !ex.barrier.wait() {
                 return;
             }
             let (mut next, mut finished, mut started, mut stopped) = (None::<Time>, 0, 0, false);
-            for from in &ex.posts[set] {
-                let mut post = from.lock().unwrap_or_else(|e| e.into_inner());
-                self.land(post.parcels.get_mut(r).map(std::mem::take).unwrap_or_default());
-                next = next.into_iter().chain(post.next).min();
-                finished += ex.unfinished - post.unfinished;
-                started += post.started;
-                stopped |= post.stopped;
+            for from in &ex.reports[set] {
+                let mut report = from.lock().unwrap_or_else(|e| e.into_inner());
+                self.land(report.parcels.get_mut(r).map(std::mem::take).unwrap_or_default());
+                next = next.into_iter().chain(report.next).min();
+                finished += ex.unfinished - report.unfinished;
+                started += report.started;
+                stopped |= report.stopped;
             }
             set ^= 1;
             if stopped {
@@ -256,7 +349,7 @@ impl World {
                 self.events += 1;
                 self.step(now, ev);
                 if r > 0 && part == self.global {
-                    // Every replica runs the run's own events; the first counts them.
+                    // Every shard runs the run's own events; the first counts them.
                     self.events = counted;
                 }
                 if self.stopped {
@@ -272,11 +365,11 @@ impl World {
         }
     }
 
-    /// Takes what this replica's partitions scheduled for other replicas' out of its lists and
-    /// stores: parcels by the replica that takes them.
+    /// Takes what this shard's partitions scheduled for other shards' out of its lists and
+    /// stores: parcels by the shard that takes them.
     fn ship(&mut self, ex: &Exchange) -> Vec<Vec<Parcel>> {
-        let mut parcels: Vec<Vec<Parcel>> = (0..ex.posts[0].len()).map(|_| Vec::new()).collect();
-        let w = self.windows.as_deref_mut().expect("a replica runs by windows");
+        let mut parcels: Vec<Vec<Parcel>> = (0..ex.reports[0].len()).map(|_| Vec::new()).collect();
+        let w = self.windows.as_deref_mut().expect("a shard runs by windows");
         for across in w.outbox.drain(..) {
             let pkt = match across.ev {
                 Event::Arrive(_, place) => {
@@ -295,8 +388,8 @@ impl World {
         parcels
     }
 
-    /// Puts what other replicas shipped on its partitions' lists, an arrival's packet (and its
-    /// hop records) into this replica's stores.
+    /// Puts what other shards shipped on its partitions' lists, an arrival's packet (and its
+    /// hop records) into this shard's stores.
     fn land(&mut self, parcels: Vec<Parcel>) {
         for Parcel { across: a, pkt } in parcels {
             let ev = match (a.ev, pkt) {
@@ -310,7 +403,7 @@ impl World {
         }
     }
 
-    /// Takes each element's state from the replica that ran it (replica 0 is this world), and
+    /// Takes each element's state from the shard that ran it (shard 0 is this world), and
     /// merges the logs in the order one thread writes them.
     fn gather(&mut self, mut others: Vec<World>, owner: &[usize]) {
         let of_node = |w: &World, n: u32| owner[w.parts.of_node[n as usize] as usize];
@@ -324,29 +417,27 @@ impl World {
                 std::mem::swap(&mut self.net.switches[i], &mut others[r - 1].net.switches[i]);
             }
         }
-        for h in 0..self.hosts.nics.len() {
-            if let r @ 1.. = owner[self.host_part[h] as usize] {
-                let (mine, theirs) = (&mut self.hosts, &mut others[r - 1].hosts);
-                std::mem::swap(&mut mine.nics[h], &mut theirs.nics[h]);
-                if !mine.cpus.is_empty() {
-                    std::mem::swap(&mut mine.cpus[h], &mut theirs.cpus[h]);
+        self.trade_hosts(&mut others, owner);
+        // A flow's record is its client's shard's, with the server's share from the server's.
+        let shard_of = |w: &World, h: u32| owner[w.host_part[h as usize] as usize];
+        let mut server_sides = Vec::new();
+        for (r, w) in others.iter_mut().enumerate().map(|(i, w)| (i + 1, w)) {
+            for mut record in w.flows.take_records() {
+                let (rs, rd) = (shard_of(self, record.src), shard_of(self, record.dst));
+                if rs != r {
+                    server_sides.push(record);
+                    continue;
                 }
-                if !mine.offloads.is_empty() {
-                    std::mem::swap(&mut mine.offloads[h], &mut theirs.offloads[h]);
+                let f = record.id as usize;
+                std::mem::swap(&mut self.flows[f], &mut record);
+                if rd == 0 {
+                    // This world ran the server.
+                    self.flows[f].take_server_side(&mut record);
                 }
             }
         }
-        for f in 0..self.flows.len() {
-            let (src, dst) = (self.flows[f].src as usize, self.flows[f].dst as usize);
-            let (rs, rd) = (owner[self.host_part[src] as usize], owner[self.host_part[dst] as usize]);
-            if rs > 0 {
-                std::mem::swap(&mut self.flows[f], &mut others[rs - 1].flows[f]);
-            }
-            if rd != rs {
-                // With the client's replica past the first, this world's own record went there.
-                let from = if rd == 0 { rs } else { rd };
-                self.flows[f].take_server_side(&mut others[from - 1].flows[f]);
-            }
+        for mut record in server_sides {
+            self.flows[record.id as usize].take_server_side(&mut record);
         }
         for (p, &r) in owner.iter().enumerate().filter(|&(_, &r)| r > 0) {
             self.counters[p] = others[r - 1].counters[p].clone();
@@ -367,7 +458,7 @@ impl World {
         self.queue_samples.sort_by_key(|s| (s.t, queue_place[&s.port]));
         self.cwnd_samples.sort_by_key(|s| (s.t, cwnd_place[&s.flow]));
         self.own = vec![true; self.parts.count];
-        self.replica = None;
+        self.shard = None;
         self.windows = None;
     }
 }

@@ -10,7 +10,7 @@ use crate::cc::negotiation::{negotiate, Negotiation, Offer, Support};
 use crate::cc::{CcFactory, EcnMode, FlowContext};
 use crate::context::{Cx, Event, TimerKind};
 use crate::event::TimerFire;
-use crate::host::pacer::TokenBucket;
+use crate::transport::pacer::TokenBucket;
 use crate::packet::tcp_int::TcpInt;
 use crate::packet::{flags, Caps, Colour, Ecn, Packet};
 use crate::time::Time;

@@ -2,14 +2,13 @@
 //! and responder, and the algorithm), the transport settings and the path its packets take,
 //! which sizes the algorithm's base round trip and the flow record's ideal completion time.
 
+use super::Flow;
 use crate::cc::{CcFactory, FlowContext};
-use crate::flow::Flow;
-use crate::host::pacer::TokenBucket;
-use crate::net::fabric::Fabric;
-use crate::net::fabric::path_rtt;
+use crate::net::fabric::{path_rtt, Fabric};
 use crate::net::switch::IntStamping;
 use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};
+use crate::transport::pacer::TokenBucket;
 use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpServer};
 use crate::transport::{ClientEnd, ServerEnd};

@@ -10,6 +10,10 @@ use crate::transport::tcp::{Sender, TcpClient, TcpServer, TimeWait, TimeoutRecor
 use crate::transport::{ClientEnd, ServerEnd, Side};
 use std::collections::VecDeque;
 
+pub mod build;
+mod table;
+pub use table::FlowTable;
+
 /// The proxy's part of one request: what it reads before it picks a backend, and which.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relay {
@@ -307,7 +311,7 @@ impl Flow {
         self.waiting = false;
     }
 
-    /// Takes the server's share of the record from `other`, this flow as a replica that runs the
+    /// Takes the server's share of the record from `other`, this flow as a shard that runs the
     /// server's host kept it (`world/threads.rs`); the rest is the client's.
     pub(crate) fn take_server_side(&mut self, other: &mut Flow) {
         std::mem::swap(&mut self.server, &mut other.server);
