@@ -469,3 +469,41 @@ const _: fn() = || {
     send::<World>();
 };
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario;
+    use std::path::Path;
+
+    #[test]
+    fn shards_share_what_every_partition_reads_and_hold_only_their_own_hosts_and_flows() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/websearch_leafspine.toml");
+        let loaded = scenario::load(&file, &["sim.duration=\"1ms\"".to_string()]).unwrap();
+        let mut world = scenario::build(&loaded).unwrap();
+        let (flows, hosts) = (world.flows.len(), world.hosts.nics.len());
+        assert_eq!(world.spread(3), 3);
+        let Spread { others, owner } = world.spread.as_deref().unwrap();
+        let shard_of = |h: usize| owner[world.host_part[h] as usize];
+        assert!((1..3).all(|r| (0..hosts).any(|h| shard_of(h) == r)), "each shard runs some hosts");
+        for (i, shard) in others.iter().enumerate() {
+            let r = i + 1;
+            assert!(Arc::ptr_eq(&shard.specs, &world.specs) && Arc::ptr_eq(&shard.build, &world.build), "shard {r} copied the specs");
+            assert!(shard.flows.records().is_empty() && shard.flows.len() == flows, "shard {r} holds records before the run");
+            for h in 0..hosts {
+                // A NIC knows its host: it is where it was moved to, a placeholder elsewhere.
+                let moved = shard_of(h) == r;
+                assert_eq!(shard.hosts.nics[h].host as usize == h, moved || h == 0, "host {h} in shard {r}");
+                if moved && h != 0 {
+                    assert_eq!(world.hosts.nics[h].host, 0, "host {h}'s NIC stayed in the built world");
+                }
+            }
+        }
+        world.run(&mut |_| {});
+        world.check_conservation().unwrap();
+        assert!(world.flows.is_whole() && world.flows.len() == flows);
+        assert!(world.hosts.nics.iter().enumerate().all(|(h, nic)| nic.host as usize == h), "every NIC came back");
+        let started = world.flows().iter().filter(|f| !f.waits_to_connect()).count();
+        assert!(started > 0 && started < flows, "{started} of {flows} flows started in the first millisecond");
+    }
+}
