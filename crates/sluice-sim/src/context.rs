@@ -4,6 +4,7 @@
 //! packet to a port.
 
 use crate::event::EventQueue;
+use crate::ids::{FlowId, HostId, PartId, PortId};
 use crate::net::capture::Capture;
 use crate::net::link::Flying;
 use crate::packet::hpcc_int::HopSlab;
@@ -14,19 +15,19 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// Everything that happens, dispatched by the one `match` in `World::step`.
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
-    /// The head packet on a port's link reaches the far end (global port id, the packet's place
-    /// in the `Flying` store).
-    Arrive(u32, u32),
+    /// The head packet on a port's link reaches the far end (the packet's place in the
+    /// `Flying` store).
+    Arrive(PortId, u32),
     /// A port's serializer finished; it may start the next packet.
-    TxDone(u32),
+    TxDone(PortId),
     /// A flow opens.
-    FlowStart(u32),
-    /// One of a connection's timers (flow, which timer, generation).
-    Timer(u32, TimerKind, u32),
+    FlowStart(FlowId),
+    /// One of a connection's timers (which timer, its generation).
+    Timer(FlowId, TimerKind, u32),
     /// A host's pacer allows a flow to send again.
-    NicWake(u32),
-    /// A PFC pause a port (global id) honours may have run out.
-    PauseEnd(u32),
+    NicWake(HostId),
+    /// A PFC pause a port honours may have run out.
+    PauseEnd(PortId),
     /// Record the sampled time series.
     Sample(SampleKind),
     /// The scenario's end time: the run stops here.
@@ -37,10 +38,10 @@ pub enum Event {
     AppTimer(u32, u32),
     /// The circuit switch changes configuration: a day begins or ends.
     Circuit,
-    /// A core of a host's CPU finished its job (host, core).
-    CpuDone(u32, u16),
-    /// A host NIC's offload timer wheel ticks (host).
-    NicTick(u32),
+    /// A core of a host's CPU finished its job.
+    CpuDone(HostId, u16),
+    /// A host NIC's offload timer wheel ticks.
+    NicTick(HostId),
 }
 
 /// The timers a connection owns.
@@ -191,7 +192,7 @@ pub fn stream(seed: u64, purpose: u64) -> Xoshiro256PlusPlus {
 #[derive(Clone, Copy, Debug)]
 pub struct CrossEvent {
     /// The partition whose list takes it.
-    pub part: u16,
+    pub part: PartId,
     /// When it is due.
     pub at: Time,
     /// Its tie key in the scheduling partition's sequence.
@@ -205,11 +206,11 @@ pub struct Cx<'a> {
     /// The current time.
     pub now: Time,
     /// The acting element's partition.
-    pub part: u16,
-    /// Where partitions take turns on lists of their own: what is scheduled for another
-    /// partition, handed over when the acting one's turn ends. `None`: one list for all.
+    pub part: PartId,
     /// The event list.
     pub events: &'a mut EventQueue<Event>,
+    /// Where partitions take turns on lists of their own: what is scheduled for another
+    /// partition, handed over when the acting one's turn ends. `None`: one list for all.
     pub across: Option<&'a mut Vec<CrossEvent>>,
     /// Network-wide counters.
     pub counters: &'a mut Counters,
@@ -230,20 +231,21 @@ impl Cx<'_> {
         self.events.push(at, ev);
     }
 
-    /// Schedules `ev` at `at` for an element of partition `part`, across a cut link.
-    #[inline]
-    pub fn schedule_to(&mut self, part: u16, at: Time, ev: Event) {
+    /// Schedules `ev` at `at` for an element of partition `part`, across a cut link. Always
+    /// inlined: every packet a port sends comes here, and a call costs 0.5% of a run.
+    #[inline(always)]
+    pub fn schedule_to(&mut self, part: PartId, at: Time, ev: Event) {
         if self.across.is_some() && part != self.part {
             return self.schedule_across(part, at, ev);
         }
-        self.events.push_to(at, ev, part as usize);
+        self.events.push_to(at, ev, part.index());
     }
 
     /// Keeps `ev` for partition `part`'s own list, with the acting partition's tie key, until
     /// the acting partition's turn ends.
     #[cold]
     #[inline(never)]
-    fn schedule_across(&mut self, part: u16, at: Time, ev: Event) {
+    fn schedule_across(&mut self, part: PartId, at: Time, ev: Event) {
         let tie = self.events.next_tie();
         self.across.as_deref_mut().expect("partitions take turns").push(CrossEvent { part, at, tie, ev });
     }
@@ -289,6 +291,6 @@ impl Bench {
     }
 
     pub fn cx(&mut self) -> Cx<'_> {
-        Cx { now: self.now, part: 0, events: &mut self.q, across: None, counters: &mut self.counters, hops: &mut self.hops, flying: &mut self.flying, rng: &mut self.rng, capture: None }
+        Cx { now: self.now, part: PartId(0), events: &mut self.q, across: None, counters: &mut self.counters, hops: &mut self.hops, flying: &mut self.flying, rng: &mut self.rng, capture: None }
     }
 }

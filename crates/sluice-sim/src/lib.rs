@@ -8,6 +8,7 @@ pub mod event;
 pub mod flow;
 pub mod fuzzing;
 pub mod host;
+pub mod ids;
 pub mod metrics;
 pub mod net;
 pub mod packet;

@@ -15,6 +15,7 @@ use crate::context::{Counters, Cx, Event, SampleKind, Streams};
 use crate::event::EventQueue;
 use crate::flow::FlowTable;
 use crate::host::stack::{Arrival, Hosts, HostCx};
+use crate::ids::{FlowId, HostId, PartId, PortId};
 use crate::net::capture::Capture;
 use crate::net::circuit::CircuitParts;
 use crate::net::fabric::{Fabric, Role};
@@ -51,13 +52,13 @@ pub struct World {
     /// The static flows' specs, from which each one's connection is built when it starts;
     /// shards share them.
     specs: Arc<Vec<FlowSpec>>,
-    /// Each static flow's successor in its partition's chain of starts (`u32::MAX`: the last).
-    next_start: Arc<[u32]>,
+    /// Each partition's chain of static flow starts.
+    starts: Arc<build::StartChains>,
     /// Static flows started so far.
     started: usize,
     /// The partitions the fabric splits into, and each host's.
     parts: Partitions,
-    host_part: Vec<u16>,
+    host_part: Vec<PartId>,
     /// The source of what is scheduled now: the acting element's partition, or [`Self::global`].
     part: usize,
     /// The source of the run's own events (samples, the end, circuit days): partition 0's
@@ -112,7 +113,7 @@ macro_rules! cx {
     ($w:ident, $now:expr) => {
         Cx {
             now: $now,
-            part: $w.part as u16,
+            part: crate::ids::PartId($w.part as u16),
             events: &mut $w.q,
             across: $w.windows.as_deref_mut().map(|w| &mut w.across),
             // SAFETY: `part` is a partition or the run's own source, at most `global`, and there
@@ -190,17 +191,17 @@ impl World {
     /// says, checked in debug builds.
     #[cfg(debug_assertions)]
     fn source_of(&self, ev: Event) -> usize {
-        let of_host = |h: u32| self.host_part[h as usize] as usize;
-        let of_port = |p: u32, far: bool| {
-            let port = &self.net.ports[p as usize];
-            self.parts.of_node[if far { port.peer_node } else { port.node } as usize] as usize
+        let of_host = |h: HostId| self.host_part[h.index()].index();
+        let of_port = |p: PortId, far: bool| {
+            let port = &self.net.ports[p];
+            self.parts.of_node[if far { port.peer_node } else { port.node } as usize].index()
         };
         match ev {
             Event::Arrive(p, _) => of_port(p, true),
             Event::TxDone(p) | Event::PauseEnd(p) => of_port(p, false),
             Event::FlowStart(f) => of_host(self.src_of(f)),
             Event::Timer(f, kind, _) => {
-                let flow = &self.flows[f as usize];
+                let flow = &self.flows[f];
                 of_host(if kind.at_server() { flow.dst } else { flow.src })
             }
             Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) => of_host(h),
@@ -219,21 +220,21 @@ impl World {
         // serializer frees up.
         match after {
             Some(Event::Arrive(p, place)) => {
-                let port = &self.net.ports[p as usize];
+                let port = &self.net.ports[p];
                 prefetch_bytes(port as *const Port as *const u8, 64);
                 prefetch_bytes(&port.link.in_flight as *const _ as *const u8, 32);
                 if let Some(pkt) = self.flying.address(place) {
                     prefetch_bytes(pkt as *const u8, std::mem::size_of::<Packet>());
                 }
             }
-            Some(Event::TxDone(p)) => prefetch(&self.net.ports[p as usize]),
+            Some(Event::TxDone(p)) => prefetch(&self.net.ports[p]),
             _ => {}
         }
         // Next: the wire's handle of the packet behind the arriving one, whose arrival it
         // schedules, and the port a switch will send the packet out of (the arrival's port and
         // packet are in cache by now). In a large fabric that port is a memory miss otherwise.
         if let Some(Event::Arrive(p, place)) = next {
-            let port = &self.net.ports[p as usize];
+            let port = &self.net.ports[p];
             if let Some(behind) = port.link.in_flight.get(1) {
                 prefetch(behind);
             }
@@ -263,7 +264,7 @@ impl World {
     fn step(&mut self, now: Time, ev: Event) {
         match ev {
             Event::Arrive(p, place) => {
-                let port = &mut self.net.ports[p as usize];
+                let port = &mut self.net.ports[p];
                 let (node, ingress) = (port.peer_node, port.peer_port);
                 // A cut link's sender scheduled every arrival itself; elsewhere each arrival
                 // schedules the next.
@@ -279,7 +280,7 @@ impl World {
                     self.counters[self.part].arrived_across += 1;
                 }
                 if pkt.is_pfc() {
-                    self.on_pfc_frame(ingress, &pkt, now);
+                    self.on_pfc_frame(PortId(ingress), &pkt, now);
                     return;
                 }
                 match self.net.roles[node as usize] {
@@ -293,36 +294,36 @@ impl World {
                 }
             }
             Event::TxDone(p) => {
-                let node = self.net.ports[p as usize].node;
+                let node = self.net.ports[p].node;
                 match self.net.roles[node as usize] {
                     Role::Switch(s) => {
                         let sw = &mut self.net.switches[s as usize];
                         let first = sw.first_port as usize;
                         let ports = &mut self.net.ports[first..self.net.port_base[node as usize + 1] as usize];
                         let mut cx = cx!(self, now);
-                        sw.dequeue(p as usize - first, ports, &mut cx);
+                        sw.dequeue(p.index() - first, ports, &mut cx);
                     }
                     Role::Host(h) => {
-                        self.net.ports[p as usize].tx_event_pending = false;
+                        self.net.ports[p].tx_event_pending = false;
                         self.hosts.nic_send(h, &mut host_cx!(self, now));
                     }
                 }
             }
             Event::PauseEnd(p) => self.pause_ended(p, now),
             Event::NicWake(h) => {
-                self.hosts.nics[h as usize].wake_at = None;
+                self.hosts.nics[h].wake_at = None;
                 self.hosts.nic_send(h, &mut host_cx!(self, now));
             }
             Event::FlowStart(f) => {
-                if (f as usize) < self.static_flows {
+                if f.index() < self.static_flows {
                     self.started += 1;
-                    let next = self.next_start[f as usize];
+                    let next = self.starts.next[f.index()];
                     if next != u32::MAX {
-                        self.q.push(self.specs[next as usize].start, Event::FlowStart(next));
+                        self.q.push(self.specs[next as usize].start, Event::FlowStart(FlowId(next)));
                     }
                     self.connect_now(f);
                 }
-                let src = self.flows[f as usize].src;
+                let src = self.flows[f].src;
                 let c = self.hosts.with_client(f, src, &mut host_cx!(self, now), |c, io, cx| c.open(io, cx));
                 self.carry_out(c, now);
             }
@@ -362,31 +363,31 @@ impl World {
 
     /// A PFC frame arrived on global port `at`: that port (facing back to the sender) pauses or
     /// resumes the priority, and sends what waited when it resumes.
-    fn on_pfc_frame(&mut self, at: u32, frame: &Packet, now: Time) {
-        match self.net.ports[at as usize].take_pfc_frame(frame, now) {
+    fn on_pfc_frame(&mut self, at: PortId, frame: &Packet, now: Time) {
+        match self.net.ports[at].take_pfc_frame(frame, now) {
             Some(look_again) => self.q.push(look_again, Event::PauseEnd(at)),
             None => self.pause_ended(at, now),
         }
     }
 
     /// Port `p` may have been released by a resume or by its pause running out.
-    fn pause_ended(&mut self, p: u32, now: Time) {
-        let node = self.net.ports[p as usize].node;
+    fn pause_ended(&mut self, p: PortId, now: Time) {
+        let node = self.net.ports[p].node;
         match self.net.roles[node as usize] {
             Role::Switch(s) => {
                 let sw = &mut self.net.switches[s as usize];
                 let first = sw.first_port as usize;
                 let ports = &mut self.net.ports[first..self.net.port_base[node as usize + 1] as usize];
                 let mut cx = cx!(self, now);
-                sw.unpaused(p as usize - first, ports, &mut cx);
+                sw.unpaused(p.index() - first, ports, &mut cx);
             }
             Role::Host(h) => self.hosts.nic_send(h, &mut host_cx!(self, now)),
         }
     }
 
     /// A packet reaches host `h` (a packet ahead of its flow's start finds the server listening).
-    fn host_arrival(&mut self, h: u32, pkt: Packet, now: Time) {
-        self.connect_now(pkt.flow);
+    fn host_arrival(&mut self, h: HostId, pkt: Packet, now: Time) {
+        self.connect_now(FlowId(pkt.flow));
         match self.hosts.receive(h, pkt, &mut host_cx!(self, now)) {
             Arrival::Stack(c) => self.carry_out(c, now),
             Arrival::Spliced(r) => self.spliced(h, r, now),
@@ -460,12 +461,12 @@ receiver = 1
         let loaded = crate::scenario::parse(text, "t.toml", std::path::Path::new("."), &[]).unwrap();
         let mut world = crate::scenario::build(&loaded).unwrap();
         let ticks = Arc::new(AtomicU64::new(0));
-        world.connect_now(0);
-        world.flows[0].tcp_client_mut().unwrap().sender.cc = Box::new(Ticker(ticks.clone()));
+        world.connect_now(FlowId(0));
+        world.flows[FlowId(0)].tcp_client_mut().unwrap().sender.cc = Box::new(Ticker(ticks.clone()));
         world.run(&mut |_| {});
         // Ticks at 100, 200, ..., 900 us; the one at 1 ms comes after the end.
         assert_eq!(ticks.load(Ordering::Relaxed), 9);
-        let s = world.flows[0].sender().unwrap();
+        let s = world.flows[FlowId(0)].sender().unwrap();
         let mss = world.build.tcp.mss();
         assert_eq!(s.win.cwnd, 19 * mss);
         // The round trip (1.2 ms) outlasts the run: only the ticks let more than the initial

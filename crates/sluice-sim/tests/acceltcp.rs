@@ -7,6 +7,7 @@
 mod common;
 use common::{run_file, run_text};
 use sluice_sim::host::cpu::{CpuCosts, Op};
+use sluice_sim::ids::{FlowId, HostId};
 use sluice_sim::packet::{flags, Packet};
 use sluice_sim::scenario;
 use sluice_sim::time::Time;
@@ -92,7 +93,7 @@ fn a_handshake_through_the_nic_gives_a_working_connection_and_a_forged_ack_is_dr
         wire_bytes: 190,
         ..Packet::default()
     };
-    world.inject(0, forged);
+    world.inject(HostId(0), forged);
     assert!(world.flows()[0].tcp_server().unwrap().listening(), "the forged ACK created nothing");
     world.run(&mut |_| {});
     world.check_conservation().unwrap();
@@ -215,7 +216,7 @@ fn small_proxy(more: &[&str]) -> World {
 }
 
 /// (front, back) flow pairs of every proxied request, with whether the NIC spliced them.
-fn proxied(world: &World) -> Vec<(u32, u32, bool)> {
+fn proxied(world: &World) -> Vec<(FlowId, FlowId, bool)> {
     use sluice_sim::workload::proxy::RelayEnd;
     let pairs = world.flows().iter().filter_map(|f| match f.relay.as_deref() {
         Some(&RelayEnd::Front { back: Some(b), .. }) => Some((f.id, b, f.spliced_to().is_some())),
@@ -231,7 +232,7 @@ fn spliced_requests_reach_the_backend_whole_and_the_host_only_sets_them_up() {
     assert!(pairs.len() >= 8 && pairs.iter().all(|p| p.2), "every request spliced: {pairs:?}");
     let size = 128 + 20_000;
     for &(front, back, _) in &pairs {
-        let (fa, fb) = (&world.flows()[front as usize], &world.flows()[back as usize]);
+        let (fa, fb) = (&world.flows()[front], &world.flows()[back]);
         if fa.finish.is_none() {
             continue;
         }
@@ -297,11 +298,11 @@ fn the_nic_rewrites_sequence_numbers_and_checksums_correctly_on_the_wire() {
             .collect()
     };
     let size = 128 + 20_000;
-    let pairs: Vec<_> = proxied(&world).into_iter().filter(|&(f, _, _)| world.flows()[f as usize].finish.is_some()).collect();
+    let pairs: Vec<_> = proxied(&world).into_iter().filter(|&(f, _, _)| world.flows()[f].finish.is_some()).collect();
     assert!(pairs.len() >= 4);
     for (front, back, _) in pairs {
         let service = sluice_sim::metrics::pcap::SERVICE_PORT;
-        let (from_client, to_backend) = (data(client_port(front), service), data(client_port(back), service));
+        let (from_client, to_backend) = (data(client_port(front.0), service), data(client_port(back.0), service));
         // Every segment from the client went on to the backend at the same position of the
         // stream, which the backend's own sequence numbers (relative to its SYN) show.
         let missing: Vec<_> = from_client.difference(&to_backend).collect();
@@ -325,8 +326,8 @@ fn a_full_nic_table_makes_the_proxy_relay_on_its_host_and_loses_nothing() {
     assert!(spliced > 0 && spliced < pairs.len() as u64, "{spliced} of {} spliced", pairs.len());
     assert!(counts.fallbacks > 0 && counts.table_peak == 1, "{counts:?}");
     for &(front, back, _) in &pairs {
-        if world.flows()[front as usize].finish.is_some() {
-            assert_eq!(world.flows()[back as usize].bytes_delivered(), 128 + 20_000, "request {front}");
+        if world.flows()[front].finish.is_some() {
+            assert_eq!(world.flows()[back].bytes_delivered(), 128 + 20_000, "request {front}");
         }
     }
     // Every request issued completed (4 slots, so at most 4 still running at the end).
@@ -337,11 +338,11 @@ fn a_full_nic_table_makes_the_proxy_relay_on_its_host_and_loses_nothing() {
 fn spliced_connections_recover_from_loss_end_to_end() {
     let world = small_proxy(&["offload.hosts=[0]", "topology.host_loss=0.01", "sim.duration=\"20ms\""]);
     let pairs = proxied(&world);
-    let retransmits: u64 = pairs.iter().filter(|p| p.2).map(|p| world.flows()[p.0 as usize].retransmits()).sum();
+    let retransmits: u64 = pairs.iter().filter(|p| p.2).map(|p| world.flows()[p.0].retransmits()).sum();
     assert!(retransmits > 0, "the clients retransmitted through the splice");
     for &(front, back, _) in &pairs {
-        assert!(world.flows()[front as usize].finish.is_some(), "request {front} did not finish");
-        assert_eq!(world.flows()[back as usize].bytes_delivered(), 128 + 20_000, "request {front}");
+        assert!(world.flows()[front].finish.is_some(), "request {front} did not finish");
+        assert_eq!(world.flows()[back].bytes_delivered(), 128 + 20_000, "request {front}");
     }
 }
 
@@ -349,7 +350,7 @@ fn spliced_connections_recover_from_loss_end_to_end() {
 /// requests per second: when the host relays, the backend's FIN reaching the proxy counts the
 /// request again.
 fn relayed_gbps(world: &World) -> f64 {
-    let bytes: u64 = world.flows().iter().filter(|f| f.src == 0).map(|f| f.bytes_delivered()).sum();
+    let bytes: u64 = world.flows().iter().filter(|f| f.src == HostId(0)).map(|f| f.bytes_delivered()).sum();
     bytes as f64 * 8.0 / world.now().secs_f64() / 1e9
 }
 

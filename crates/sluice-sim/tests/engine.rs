@@ -6,6 +6,7 @@ mod common;
 
 use common::run_text;
 use sluice_sim::cc::negotiation::Negotiation;
+use sluice_sim::ids::FlowId;
 use sluice_sim::metrics::pcap::{PcapSink, CAPS_OPTION_KIND};
 use sluice_sim::net::qdisc::{Red, RedDecision, RedParams, Spacing};
 use sluice_sim::packet::{flags, Caps, Packet};
@@ -38,13 +39,13 @@ fn conservation_catches_a_duplicated_or_skipped_byte() {
     assert!(world.check_conservation().is_ok());
     // Hand flow 0's application a byte range it already has: a duplicate.
     let got = world.flows()[0].bytes_delivered();
-    world.flow_mut(0).app_receive(got - 10, 10);
+    world.flow_mut(FlowId(0)).app_receive(got - 10, 10);
     let err = world.check_conservation().unwrap_err();
     assert!(err.contains("flow 0") && err.contains("duplicate"), "{err}");
 
     let mut world = run_text(INCAST, &[]);
     let got = world.flows()[1].bytes_delivered();
-    world.flow_mut(1).app_receive(got + 1, 10);
+    world.flow_mut(FlowId(1)).app_receive(got + 1, 10);
     assert!(world.check_conservation().unwrap_err().contains("flow 1"), "a skipped byte is caught");
 }
 

@@ -9,6 +9,7 @@ mod common;
 
 use common::run_text;
 use sluice_sim::cc::negotiation::Negotiation;
+use sluice_sim::ids::FlowId;
 use sluice_sim::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, HopStack, Window};
 use sluice_sim::scenario;
 use sluice_sim::time::{Rate, Time};
@@ -255,8 +256,8 @@ impl CongestionControl for Probe {
 /// Wraps flow 0's algorithm in a [`Probe`] and returns where it records what each ACK carried.
 fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    world.connect_now(0);
-    let sender = &mut world.flow_mut(0).tcp_client_mut().expect("flow 0 is connected before the run").sender;
+    world.connect_now(FlowId(0));
+    let sender = &mut world.flow_mut(FlowId(0)).tcp_client_mut().expect("flow 0 is connected before the run").sender;
     let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
     let ctx =
         sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1), size: None, deadline: None };

@@ -88,7 +88,7 @@ fn request_latency_is_request_plus_response_fct_within_one_rtt_when_idle() {
     assert_eq!(flows.len() % 2, 0);
     for (i, r) in reqs.iter().enumerate() {
         let (req, resp) = (&flows[2 * i], &flows[2 * i + 1]);
-        assert_eq!((req.src, req.dst, resp.src, resp.dst), (0, 3, 3, 0));
+        assert_eq!((req.src.0, req.dst.0, resp.src.0, resp.dst.0), (0, 3, 3, 0));
         assert_eq!(req.start, r.start);
         let fct = |f: &sluice_sim::flow::Flow| (f.finish.unwrap() - f.start).secs_f64();
         let latency = (r.end - r.start).secs_f64();
@@ -152,7 +152,7 @@ fn persistent_connections_carry_every_request_on_two_flows_at_one_rtt_each() {
     let reqs = world.requests();
     assert!(reqs.len() >= 5, "{} requests", reqs.len());
     let (up, down) = (&flows[0], &flows[1]);
-    assert_eq!((up.src, up.dst, down.src, down.dst), (0, 3, 3, 0));
+    assert_eq!((up.src.0, up.dst.0, down.src.0, down.dst.0), (0, 3, 3, 0));
     assert_eq!(up.bytes_delivered(), reqs.len() as u64 * 20_000);
     assert_eq!(down.bytes_delivered(), reqs.len() as u64 * 200_000);
     // Once the window has opened, a request costs one round trip plus serializing both messages

@@ -2,6 +2,7 @@
 //! and responder, and the algorithm), the transport settings and the path its packets take,
 //! which sizes the algorithm's base round trip and the flow record's ideal completion time.
 
+use crate::ids::{FlowId, HostId};
 use super::Flow;
 use crate::cc::{CcFactory, FlowContext};
 use crate::net::fabric::{path_rtt, Fabric};
@@ -78,12 +79,12 @@ pub struct TransportBuilder {
 
 impl TransportBuilder {
     /// Flow `id` of `spec`, with its record filled in and its connection built.
-    pub fn flow(&self, spec: &FlowSpec, id: u32, fabric: &Fabric) -> Flow {
-        let (src, dst) = (spec.src as u32, spec.dst as u32);
+    pub fn flow(&self, spec: &FlowSpec, id: FlowId, fabric: &Fabric) -> Flow {
+        let (id, src, dst) = (id.0, spec.src as u32, spec.dst as u32);
         let hash_fwd = flow_hash(src, dst, id, false);
         let hash_rev = flow_hash(dst, src, id, true);
         let class = &self.classes[spec.class];
-        let link_rate = fabric.ports[fabric.host_ports[spec.src] as usize].rate;
+        let link_rate = fabric.ports[fabric.host_ports[spec.src]].rate;
         if class.rdma {
             return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate);
         }
@@ -146,7 +147,7 @@ impl TransportBuilder {
             server.set_silent();
         }
         let ends = (ClientEnd::Tcp(Box::new(client)), ServerEnd::Tcp(Box::new(server)));
-        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, ends);
+        let mut flow = Flow::new(FlowId(id), HostId(src), HostId(dst), spec.class as u16, class.priority, spec.size, spec.start, ends);
         flow.base_rtt = base_rtt;
         if let Some(s) = spec.size {
             flow.ideal_fct = base_rtt + link_rate.tx_time(self.tcp.wire_bytes_at(s, flow_mss));
@@ -174,7 +175,7 @@ impl TransportBuilder {
         let ideal = spec.size.map(|s| base_rtt + link_rate.tx_time(cfg.wire_bytes(s)));
         let (requester, responder) = qp.into_ends();
         let ends = (ClientEnd::Rdma(Box::new(requester)), ServerEnd::Rdma(Box::new(responder)));
-        let mut flow = Flow::new(id, src, dst, spec.class as u16, class.priority, spec.size, spec.start, ends);
+        let mut flow = Flow::new(FlowId(id), HostId(src), HostId(dst), spec.class as u16, class.priority, spec.size, spec.start, ends);
         flow.base_rtt = base_rtt;
         if let Some(t) = ideal {
             flow.ideal_fct = t;

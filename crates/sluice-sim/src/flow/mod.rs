@@ -3,6 +3,7 @@
 //! receives are counted here, apart from the transport's own state, so the exactly-once,
 //! in-order check is independent of what it checks.
 
+use crate::ids::{FlowId, HostId};
 use crate::cc::negotiation::Negotiation;
 use crate::packet::Packet;
 use crate::time::Time;
@@ -44,25 +45,25 @@ pub enum RelayEnd {
         /// The application and tag that hear when the backend has the request.
         app: (u32, u32),
         /// The backend connection, once opened.
-        back: Option<u32>,
+        back: Option<FlowId>,
         /// Whether the NIC relays.
         splicing: Splicing,
     },
     /// The proxy's connection to the backend, relaying flow `front`.
     Back {
         /// The client connection it relays.
-        front: u32,
+        front: FlowId,
     },
 }
 
 /// One flow.
 pub struct Flow {
     /// Flow id (index in the arena).
-    pub id: u32,
-    /// Sending host ordinal.
-    pub src: u32,
-    /// Receiving host ordinal.
-    pub dst: u32,
+    pub id: FlowId,
+    /// Sending host.
+    pub src: HostId,
+    /// Receiving host.
+    pub dst: HostId,
     /// Class index.
     pub class: u16,
     /// Switch and NIC priority.
@@ -122,10 +123,12 @@ struct Kept {
     loss_probes: Option<u64>,
 }
 
+crate::ids::indexed_by!(FlowId => Flow);
+
 impl Flow {
     /// A flow not started yet.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(id: u32, src: u32, dst: u32, class: u16, prio: u8, size: Option<u64>, start: Time, ends: (ClientEnd, ServerEnd)) -> Flow {
+    pub fn new(id: FlowId, src: HostId, dst: HostId, class: u16, prio: u8, size: Option<u64>, start: Time, ends: (ClientEnd, ServerEnd)) -> Flow {
         Flow {
             id,
             src,
@@ -279,7 +282,7 @@ impl Flow {
 
     /// The backend connection a proxy's NIC spliced this client connection to, if it did:
     /// the bytes past the splice point reach the backend without the proxy's application.
-    pub fn spliced_to(&self) -> Option<u32> {
+    pub fn spliced_to(&self) -> Option<FlowId> {
         match self.relay.as_deref() {
             Some(&RelayEnd::Front { back, splicing: Splicing::Spliced, .. }) => back,
             _ => None,

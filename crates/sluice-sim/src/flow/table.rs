@@ -4,6 +4,7 @@
 //! does not grow with the threads.
 
 use super::Flow;
+use crate::ids::FlowId;
 use std::ops::{Index, IndexMut};
 
 /// A flow id with no record in a shard.
@@ -51,21 +52,21 @@ impl FlowTable {
 
     /// Flow `f`'s record, if the table holds it.
     #[inline]
-    pub fn get(&self, f: u32) -> Option<&Flow> {
+    pub fn get(&self, f: FlowId) -> Option<&Flow> {
         if self.is_whole() {
-            self.records.get(f as usize)
+            self.records.get(f.index())
         } else {
-            self.place.get(f as usize).and_then(|&i| self.records.get(i as usize))
+            self.place.get(f.index()).and_then(|&i| self.records.get(i as usize))
         }
     }
 
     /// Flow `f`'s record, mutably, if the table holds it.
     #[inline]
-    pub fn get_mut(&mut self, f: u32) -> Option<&mut Flow> {
+    pub fn get_mut(&mut self, f: FlowId) -> Option<&mut Flow> {
         if self.is_whole() {
-            self.records.get_mut(f as usize)
+            self.records.get_mut(f.index())
         } else {
-            let i = *self.place.get(f as usize)?;
+            let i = *self.place.get(f.index())?;
             self.records.get_mut(i as usize)
         }
     }
@@ -73,9 +74,9 @@ impl FlowTable {
     /// Adds the record of the next flow id (a whole table) or of its own id (a shard's).
     pub fn push(&mut self, flow: Flow) {
         if self.is_whole() {
-            debug_assert_eq!(flow.id as usize, self.records.len(), "a whole table takes flows in id order");
+            debug_assert_eq!(flow.id.index(), self.records.len(), "a whole table takes flows in id order");
         } else {
-            let place = &mut self.place[flow.id as usize];
+            let place = &mut self.place[flow.id.index()];
             debug_assert_eq!(*place, ABSENT, "a shard makes a flow's record once");
             *place = self.records.len() as u32;
         }
@@ -94,26 +95,26 @@ impl FlowTable {
     }
 }
 
-impl Index<usize> for FlowTable {
+impl Index<FlowId> for FlowTable {
     type Output = Flow;
 
     #[inline]
-    fn index(&self, f: usize) -> &Flow {
+    fn index(&self, f: FlowId) -> &Flow {
         if self.is_whole() {
-            &self.records[f]
+            &self.records[f.index()]
         } else {
-            &self.records[self.place[f] as usize]
+            &self.records[self.place[f.index()] as usize]
         }
     }
 }
 
-impl IndexMut<usize> for FlowTable {
+impl IndexMut<FlowId> for FlowTable {
     #[inline]
-    fn index_mut(&mut self, f: usize) -> &mut Flow {
+    fn index_mut(&mut self, f: FlowId) -> &mut Flow {
         if self.is_whole() {
-            &mut self.records[f]
+            &mut self.records[f.index()]
         } else {
-            &mut self.records[self.place[f] as usize]
+            &mut self.records[self.place[f.index()] as usize]
         }
     }
 }

@@ -5,6 +5,7 @@
 //! requests a host serves. Each job's cycles are the sum of the operations it took, from a cost
 //! table; the outputs break each core's cycles down by operation.
 
+use crate::ids::{FlowId, HostId};
 use crate::context::{Cx, Event};
 use crate::time::Time;
 use crate::transport::{Io, Work};
@@ -200,7 +201,7 @@ impl Cycles {
 /// A job waiting for or running on a core: the flow and what its packet made the host do.
 pub struct Job {
     /// The flow the packet or timer belongs to.
-    pub flow: u32,
+    pub flow: FlowId,
     /// The outcome, carried out when the job ends.
     pub io: Io,
     cycles: u64,
@@ -215,7 +216,7 @@ struct Core {
 
 /// A host's CPU.
 pub struct Cpu {
-    host: u32,
+    host: HostId,
     ghz: f64,
     /// Cycles per operation, as configured.
     pub costs: CpuCosts,
@@ -226,19 +227,19 @@ pub struct Cpu {
 
 impl Cpu {
     /// The CPU of host `host`.
-    pub fn new(host: u32, cfg: &CpuConfig) -> Cpu {
+    pub fn new(host: HostId, cfg: &CpuConfig) -> Cpu {
         let cores = (0..cfg.cores).map(|_| Core::default()).collect();
         Cpu { host, ghz: cfg.ghz, costs: cfg.costs, cores, jobs_done: 0 }
     }
 
     /// The core a flow's packets are processed on (receive-side scaling by flow).
-    pub fn core_of(&self, flow: u32) -> usize {
-        let h = (flow as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+    pub fn core_of(&self, flow: FlowId) -> usize {
+        let h = (flow.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
         (h % self.cores.len() as u64) as usize
     }
 
     /// Queues a job of `cycles` for `flow` on its core; starts it if the core is idle.
-    pub fn submit(&mut self, flow: u32, io: Io, cycles: Cycles, cx: &mut Cx) {
+    pub fn submit(&mut self, flow: FlowId, io: Io, cycles: Cycles, cx: &mut Cx) {
         let core = self.core_of(flow);
         let c = &mut self.cores[core];
         for (i, n) in cycles.0.iter().enumerate() {
@@ -289,19 +290,19 @@ mod tests {
     #[test]
     fn jobs_on_one_core_run_back_to_back_and_in_order() {
         let cfg = CpuConfig { hosts: vec![0], cores: 1, ghz: 2.0, costs: CpuCosts::default() };
-        let mut cpu = Cpu::new(0, &cfg);
+        let mut cpu = Cpu::new(HostId(0), &cfg);
         let mut b = Bench::new();
         let mut c = Cycles::default();
         c.add(Op::App, 2_000); // 1 us at 2 GHz
         for flow in [7, 8, 9] {
-            cpu.submit(flow, Io::default(), c, &mut b.cx());
+            cpu.submit(FlowId(flow), Io::default(), c, &mut b.cx());
         }
         let mut done = Vec::new();
         while let Some((t, ev)) = b.q.pop() {
-            let Event::CpuDone(0, core) = ev else { panic!("{ev:?}") };
+            let Event::CpuDone(HostId(0), core) = ev else { panic!("{ev:?}") };
             b.now = t;
             let job = cpu.finish(core as usize, &mut b.cx()).unwrap();
-            done.push((t, job.flow));
+            done.push((t, job.flow.0));
         }
         let us = |n| Time::from_us(n);
         assert_eq!(done, vec![(us(1), 7), (us(2), 8), (us(3), 9)]);

@@ -2,6 +2,7 @@
 //! scheduler across the host's flows (strict priority, round robin within), each flow held back
 //! by its CC's pacer and the application's rate limiter, and segmentation by the flow's transport.
 
+use crate::ids::{FlowId, HostId, PortId};
 use super::scheduler::Scheduler;
 use crate::context::{Cx, Event};
 use crate::flow::{Flow, FlowTable};
@@ -14,9 +15,9 @@ use std::collections::VecDeque;
 #[derive(Debug, Default)]
 pub struct Nic {
     /// The host's ordinal.
-    pub host: u32,
+    pub host: HostId,
     /// Global id of the host's single egress port.
-    pub port: u32,
+    pub port: PortId,
     /// ACKs and handshake packets, sent before any data.
     pub ctrl: VecDeque<Packet>,
     /// Flows that may have data to send: priority bands, round robin within each.
@@ -70,15 +71,15 @@ impl Nic {
     /// Whether a control packet is queued or an active flow's window lets it send. The flow that
     /// sent the last data packet (`data_from`, active again) is asked first: it is in cache and
     /// most often the one with more to send, where the others' state is a miss each.
-    fn has_backlog(&self, flows: &FlowTable, data_from: Option<u32>) -> bool {
-        let sendable = |f: u32| flows[f as usize].client.as_ref().is_some_and(|t| t.has_sendable());
+    fn has_backlog(&self, flows: &FlowTable, data_from: Option<FlowId>) -> bool {
+        let sendable = |f: FlowId| flows[f].client.as_ref().is_some_and(|t| t.has_sendable());
         !self.ctrl.is_empty() || data_from.is_some_and(sendable) || self.active.iter().any(sendable)
     }
 
     /// The scheduler: the highest-priority band with a flow ready to send and not paused by PFC,
     /// round robin within it, skipping flows their pacer or rate limiter holds back (and waking
     /// for the earliest). Returns the packet and its flow.
-    fn next_data_packet(&mut self, flows: &mut FlowTable, paused: u8, cx: &mut Cx) -> Option<(Packet, u32)> {
+    fn next_data_packet(&mut self, flows: &mut FlowTable, paused: u8, cx: &mut Cx) -> Option<(Packet, FlowId)> {
         let mut earliest: Option<Time> = None;
         for band in 0..self.active.bands() {
             if is_paused(paused, band as u8) {
@@ -98,11 +99,11 @@ impl Nic {
     }
 
     /// One round-robin pass over a priority band; notes the earliest time a held flow may send.
-    fn next_in_band(&mut self, band: usize, flows: &mut FlowTable, cx: &mut Cx, earliest: &mut Option<Time>) -> Option<(Packet, u32)> {
+    fn next_in_band(&mut self, band: usize, flows: &mut FlowTable, cx: &mut Cx, earliest: &mut Option<Time>) -> Option<(Packet, FlowId)> {
         let now = cx.now;
         for _ in 0..self.active.band_len(band) {
             let f = self.active.pop(band)?;
-            let flow = &mut flows[f as usize];
+            let flow = &mut flows[f];
             let Some(t) = flow.client.as_mut() else {
                 flow.in_active = false;
                 continue;
@@ -132,10 +133,12 @@ impl Nic {
     pub fn backlog_bytes(&self, flows: &FlowTable) -> u64 {
         let ctrl: u64 = self.ctrl.iter().map(|p| p.wire_bytes as u64).sum();
         // Saturating: an endless flow with an open window (a rate-based algorithm's) has no end.
-        let data = self.active.iter().filter_map(|f| flows[f as usize].client.as_ref().map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);
+        let data = self.active.iter().filter_map(|f| flows[f].client.as_ref().map(|t| t.sendable_bytes())).fold(0u64, u64::saturating_add);
         ctrl.saturating_add(data)
     }
 }
+
+crate::ids::indexed_by!(HostId => Nic);
 
 /// True if priority `prio` has its bit in the `paused` mask.
 #[inline]

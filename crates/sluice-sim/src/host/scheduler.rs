@@ -1,17 +1,18 @@
 //! The CC engine's scheduler across a host's flows: strict priority between classes (the class's
 //! `priority`, 0 first), round robin among the flows of one priority.
 
+use crate::ids::FlowId;
 use std::collections::VecDeque;
 
 /// Active flows in priority bands.
 #[derive(Debug, Default)]
 pub struct Scheduler {
-    bands: Vec<VecDeque<u32>>,
+    bands: Vec<VecDeque<FlowId>>,
 }
 
 impl Scheduler {
     /// Queues flow `f` at the back of band `prio`.
-    pub fn push(&mut self, prio: u8, f: u32) {
+    pub fn push(&mut self, prio: u8, f: FlowId) {
         let b = prio as usize;
         if self.bands.len() <= b {
             self.bands.resize_with(b + 1, VecDeque::new);
@@ -30,12 +31,12 @@ impl Scheduler {
     }
 
     /// Takes the flow at the front of band `b`.
-    pub fn pop(&mut self, b: usize) -> Option<u32> {
+    pub fn pop(&mut self, b: usize) -> Option<FlowId> {
         self.bands[b].pop_front()
     }
 
     /// Every queued flow, highest priority first.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = FlowId> + '_ {
         self.bands.iter().flatten().copied()
     }
 }
@@ -47,13 +48,14 @@ mod tests {
     #[test]
     fn bands_keep_priority_order_and_fifo_within() {
         let mut s = Scheduler::default();
-        s.push(2, 7);
-        s.push(0, 1);
-        s.push(0, 2);
-        assert_eq!(s.iter().collect::<Vec<_>>(), [1, 2, 7]);
-        assert_eq!(s.pop(0), Some(1));
-        s.push(0, 1);
-        assert_eq!(s.iter().collect::<Vec<_>>(), [2, 1, 7]);
+        s.push(2, FlowId(7));
+        s.push(0, FlowId(1));
+        s.push(0, FlowId(2));
+        let ids = |s: &Scheduler| s.iter().map(|f| f.0).collect::<Vec<_>>();
+        assert_eq!(ids(&s), [1, 2, 7]);
+        assert_eq!(s.pop(0), Some(FlowId(1)));
+        s.push(0, FlowId(1));
+        assert_eq!(ids(&s), [2, 1, 7]);
         assert_eq!((s.bands(), s.band_len(1)), (3, 0));
     }
 }

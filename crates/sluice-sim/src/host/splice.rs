@@ -14,6 +14,7 @@
 //! first ACK at or past it is also handed to the host (clamped to the splice point), which is then
 //! done.
 
+use crate::ids::FlowId;
 use crate::packet::wire::{checksum_update, rewritten_words, tcp_checksum};
 use crate::packet::{flags, Ecn, Packet};
 use crate::transport::tcp::Route;
@@ -39,7 +40,7 @@ pub struct Relayed {
     /// A segment the host's own stack must take (its share of the backend's ACKs).
     pub to_host: Option<Packet>,
     /// The close went through: the host may free these (front, back) connections.
-    pub closed: Option<(u32, u32)>,
+    pub closed: Option<(FlowId, FlowId)>,
 }
 
 /// A NIC's splice table: an entry per pair until its close has gone through (a FIN the backend
@@ -81,7 +82,7 @@ impl Splicer {
             r.out = Some(rewrite(pkt, &s.back, true, checksums));
             let last_ack = s.back_fin && pkt.has(flags::ACK) && !pkt.has(flags::FIN) && pkt.payload == 0 && pkt.ack > 0;
             if last_ack {
-                r.closed = Some((s.front.flow, s.back.flow));
+                r.closed = Some((FlowId(s.front.flow), FlowId(s.back.flow)));
                 self.front_of.remove(&s.back.flow);
                 self.entries.remove(&front);
             }

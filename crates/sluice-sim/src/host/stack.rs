@@ -12,6 +12,7 @@ use super::splice::Relayed;
 use super::telemetry::{TelemetryLog, TelemetryRow};
 use crate::context::{Cx, Event, TimerKind};
 use crate::flow::FlowTable;
+use crate::ids::{FlowId, HostId, PartId};
 use crate::net::port::Port;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
@@ -33,7 +34,7 @@ pub struct HostCx<'a> {
     /// Clock, events, counters, slabs.
     pub cx: Cx<'a>,
     /// Each host's partition, for what one end tells the other across the fabric.
-    pub host_part: &'a [u16],
+    pub host_part: &'a [PartId],
 }
 
 /// A transport's report that the world carries on with: flow `flow`'s, at host `host` (the
@@ -41,9 +42,9 @@ pub struct HostCx<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct ReportFrom {
     /// The flow.
-    pub flow: u32,
+    pub flow: FlowId,
     /// The host whose stack reported.
-    pub host: u32,
+    pub host: HostId,
 }
 
 /// What a packet arriving at a host came to.
@@ -96,10 +97,10 @@ impl Hosts {
 
     /// A packet reaches host `h`: its NIC's offload relays it, or its stack takes it.
     #[inline]
-    pub fn receive(&mut self, h: u32, pkt: Packet, s: &mut HostCx) -> Arrival {
+    pub fn receive(&mut self, h: HostId, pkt: Packet, s: &mut HostCx) -> Arrival {
         s.cx.counters.packets_delivered += 1;
         let capture = s.cx.capture.is_some();
-        if let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) {
+        if let Some(off) = self.offloads.get_mut(h.index()).and_then(Option::as_deref_mut) {
             if let Some(r) = off.relay(&pkt, capture) {
                 return Arrival::Spliced(Box::new(r));
             }
@@ -109,16 +110,16 @@ impl Hosts {
 
     /// The stack of host `h` (its NIC's offload first) takes a packet.
     #[inline]
-    pub fn stack_rx(&mut self, h: u32, pkt: Packet, s: &mut HostCx) -> Option<ReportFrom> {
-        let f = pkt.flow;
-        let flow = &mut s.flows[f as usize];
+    pub fn stack_rx(&mut self, h: HostId, pkt: Packet, s: &mut HostCx) -> Option<ReportFrom> {
+        let f = FlowId(pkt.flow);
+        let flow = &mut s.flows[f];
         let side = if h == flow.dst { Side::Server } else { Side::Client };
         if !flow.is_open(side) {
             // A closed end takes nothing more; a client in TIME_WAIT acknowledges a FIN again.
             s.cx.release(&pkt);
             if pkt.has(flags::FIN) && side == Side::Client {
                 if let Some(ack) = flow.time_wait_answer(&pkt, s.cx.now) {
-                    self.nics[h as usize].ctrl.push_back(ack);
+                    self.nics[h.index()].ctrl.push_back(ack);
                     self.nic_send(h, s);
                 }
             }
@@ -128,7 +129,7 @@ impl Hosts {
         if side == Side::Server && nic_takes(&mut self.offloads, h, f, &pkt, &mut self.io, s) {
             return Some(ReportFrom { flow: f, host: h });
         }
-        let flow = &mut s.flows[f as usize];
+        let flow = &mut s.flows[f];
         match side {
             Side::Client => flow.client.as_mut().expect("an open end").on_packet(&pkt, &mut self.io, &mut s.cx),
             Side::Server => flow.server.as_mut().expect("an open end").on_packet(&pkt, &mut self.io, &mut s.cx),
@@ -141,17 +142,17 @@ impl Hosts {
     /// made then goes to the NIC if it offloads teardown (the host pays for the handover whether
     /// or not the NIC's table has room).
     #[inline]
-    fn after_stack(&mut self, h: u32, f: u32, rx: bool, s: &mut HostCx) -> Option<ReportFrom> {
-        match self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) {
+    fn after_stack(&mut self, h: HostId, f: FlowId, rx: bool, s: &mut HostCx) -> Option<ReportFrom> {
+        match self.cpus.get_mut(h.index()).and_then(Option::as_deref_mut) {
             None => {
                 self.offload_close(h, f, s);
                 Some(ReportFrom { flow: f, host: h })
             }
             Some(cpu) => {
                 let io = std::mem::take(&mut self.io);
-                let hand_over = io.work.answered && self.offloads.get(h as usize).and_then(Option::as_ref).is_some_and(|o| o.teardown);
+                let hand_over = io.work.answered && self.offloads.get(h.index()).and_then(Option::as_ref).is_some_and(|o| o.teardown);
                 let mut cycles = cpu.costs.of(rx, &io, hand_over);
-                if let Some(&RelayEnd::Front { relay, .. }) = s.flows[f as usize].relay.as_deref() {
+                if let Some(&RelayEnd::Front { relay, .. }) = s.flows[f].relay.as_deref() {
                     // A proxy's request work is parsing the header, not answering on the close;
                     // what it reads it writes on to the backend.
                     cycles.0[Op::App as usize] = 0;
@@ -169,8 +170,8 @@ impl Hosts {
     /// A core of host `h` finished its job: what the job's packet or timer made the host do is
     /// reported now, the application's close going to the NIC first if it offloads teardown.
     #[cold]
-    pub fn cpu_done(&mut self, h: u32, core: usize, s: &mut HostCx) -> Option<ReportFrom> {
-        let cpu = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
+    pub fn cpu_done(&mut self, h: HostId, core: usize, s: &mut HostCx) -> Option<ReportFrom> {
+        let cpu = self.cpus.get_mut(h.index()).and_then(Option::as_deref_mut).expect("a CPU event for a host with a CPU");
         let job = cpu.finish(core, &mut s.cx)?;
         self.io = job.io;
         self.offload_close(h, job.flow, s);
@@ -179,16 +180,16 @@ impl Hosts {
 
     /// Lets flow `f`'s client act (`act`) at its host `h` and returns its report, or nothing if
     /// the client is closed.
-    pub fn with_client(&mut self, f: u32, h: u32, s: &mut HostCx, act: impl FnOnce(&mut ClientEnd, &mut Io, &mut Cx)) -> Option<ReportFrom> {
-        let c = s.flows[f as usize].client.as_mut()?;
+    pub fn with_client(&mut self, f: FlowId, h: HostId, s: &mut HostCx, act: impl FnOnce(&mut ClientEnd, &mut Io, &mut Cx)) -> Option<ReportFrom> {
+        let c = s.flows[f].client.as_mut()?;
         self.io.reset();
         act(c, &mut self.io, &mut s.cx);
         Some(ReportFrom { flow: f, host: h })
     }
 
     /// Lets flow `f`'s server act, its report in [`Self::report`]; false if the server is closed.
-    fn server_acts(&mut self, f: u32, s: &mut HostCx, act: impl FnOnce(&mut ServerEnd, &mut Io, &mut Cx)) -> bool {
-        let Some(t) = s.flows[f as usize].server.as_mut() else { return false };
+    fn server_acts(&mut self, f: FlowId, s: &mut HostCx, act: impl FnOnce(&mut ServerEnd, &mut Io, &mut Cx)) -> bool {
+        let Some(t) = s.flows[f].server.as_mut() else { return false };
         self.io.reset();
         act(t, &mut self.io, &mut s.cx);
         true
@@ -196,14 +197,14 @@ impl Hosts {
 
     /// Runs a connection timer. The server's own timers (delayed ACK, FIN retransmission) are
     /// work for its host's CPU, where one is modelled.
-    pub fn timer(&mut self, f: u32, kind: TimerKind, gen: u32, s: &mut HostCx) -> Option<ReportFrom> {
-        let (src, dst) = (s.flows[f as usize].src, s.flows[f as usize].dst);
+    pub fn timer(&mut self, f: FlowId, kind: TimerKind, gen: u32, s: &mut HostCx) -> Option<ReportFrom> {
+        let (src, dst) = (s.flows[f].src, s.flows[f].dst);
         if !kind.at_server() {
             return self.with_client(f, src, s, |c, io, cx| c.on_timer(kind, gen, io, cx));
         }
         let acted = self.server_acts(f, s, |t, io, cx| t.on_timer(kind, gen, io, cx));
         // The peer's close is no work for the server's CPU: the connection is over.
-        if kind == TimerKind::PeerClosed || !self.cpus.get(dst as usize).is_some_and(Option::is_some) {
+        if kind == TimerKind::PeerClosed || !self.cpus.get(dst.index()).is_some_and(Option::is_some) {
             return acted.then_some(ReportFrom { flow: f, host: dst });
         }
         if !acted || (self.io.replies.is_empty() && !self.io.closed) {
@@ -216,13 +217,13 @@ impl Hosts {
     /// If flow `f`'s server application closed (its FIN in the report), host `h`'s NIC may take
     /// the close over.
     #[inline]
-    fn offload_close(&mut self, h: u32, f: u32, s: &mut HostCx) {
+    fn offload_close(&mut self, h: HostId, f: FlowId, s: &mut HostCx) {
         if !self.io.work.answered {
             return;
         }
-        let Some(off) = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
-        let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) else { return };
-        if let Some(at) = off.hand_over(server, f, &self.io.replies, s.cx.now) {
+        let Some(off) = self.offloads.get_mut(h.index()).and_then(Option::as_deref_mut) else { return };
+        let Some(server) = s.flows[f].server.as_mut().and_then(ServerEnd::tcp_mut) else { return };
+        if let Some(at) = off.hand_over(server, f.0, &self.io.replies, s.cx.now) {
             s.cx.schedule(at, Event::NicTick(h));
         }
     }
@@ -230,8 +231,8 @@ impl Hosts {
     /// Host `h`'s offload timer wheel ticks: FINs not yet acknowledged go out again; returns the
     /// flows whose close the NIC gave up on, for [`Self::nic_closed`].
     #[cold]
-    pub fn nic_tick(&mut self, h: u32, s: &mut HostCx) -> Vec<u32> {
-        let off = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).expect("a NIC tick for a host with an offload");
+    pub fn nic_tick(&mut self, h: HostId, s: &mut HostCx) -> Vec<FlowId> {
+        let off = self.offloads.get_mut(h.index()).and_then(Option::as_deref_mut).expect("a NIC tick for a host with an offload");
         let now = s.cx.now;
         if off.tick_at != Some(now) {
             return Vec::new(); // superseded by an earlier tick
@@ -240,15 +241,15 @@ impl Hosts {
         if let Some(at) = off.tick(now, &mut resend, &mut gave_up) {
             s.cx.schedule(at, Event::NicTick(h));
         }
-        self.nics[h as usize].ctrl.extend(resend);
-        gave_up
+        self.nics[h.index()].ctrl.extend(resend);
+        gave_up.into_iter().map(FlowId).collect()
     }
 
     /// Host `h`'s NIC gave up on flow `f`'s close: the connection ends.
     #[cold]
-    pub fn nic_closed(&mut self, h: u32, f: u32, s: &mut HostCx) -> ReportFrom {
+    pub fn nic_closed(&mut self, h: HostId, f: FlowId, s: &mut HostCx) -> ReportFrom {
         self.io.reset();
-        if let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) {
+        if let Some(server) = s.flows[f].server.as_mut().and_then(ServerEnd::tcp_mut) {
             server.nic_closed(&mut self.io, &mut s.cx);
         }
         ReportFrom { flow: f, host: h }
@@ -257,7 +258,7 @@ impl Hosts {
     /// The end `side` of spliced flow `f` at host `h` is closed: the NIC saw the close go
     /// through end to end.
     #[cold]
-    pub fn spliced_closed(&mut self, h: u32, f: u32, side: Side, s: &mut HostCx) -> Option<ReportFrom> {
+    pub fn spliced_closed(&mut self, h: HostId, f: FlowId, side: Side, s: &mut HostCx) -> Option<ReportFrom> {
         match side {
             Side::Client => self.with_client(f, h, s, |c, io, _| {
                 if let Some(c) = c.tcp_mut() {
@@ -278,8 +279,8 @@ impl Hosts {
     /// Host `h`'s CPU, where modelled, pays for handing a spliced pair over to or back from its
     /// NIC.
     #[cold]
-    pub fn handover(&mut self, h: u32, front: u32, s: &mut HostCx) {
-        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+    pub fn handover(&mut self, h: HostId, front: FlowId, s: &mut HostCx) {
+        if let Some(cpu) = self.cpus.get(h.index()).and_then(Option::as_deref) {
             let mut cycles = Cycles::default();
             cycles.add(Op::Handover, cpu.costs.handover);
             self.job(h, front, cycles, s);
@@ -290,22 +291,22 @@ impl Hosts {
     /// host `h` asks its NIC to splice the two (if the NIC splices, the table has room, and
     /// nothing of the request waits beyond a gap, which the NIC could no longer hand the host),
     /// else relays on the host, and tells the client to send the body (`100 Continue`).
-    pub fn relay_ready(&mut self, h: u32, front: u32, s: &mut HostCx) {
-        let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front as usize].relay.as_deref() else { return };
+    pub fn relay_ready(&mut self, h: HostId, front: FlowId, s: &mut HostCx) {
+        let Some(&RelayEnd::Front { back: Some(b), .. }) = s.flows[front].relay.as_deref() else { return };
         // Both ends are the proxy host's own: the client connection's server, the backend's client.
-        let (Some(server), Some(client)) = (s.flows[front as usize].tcp_server(), s.flows[b as usize].tcp_client()) else { return };
+        let (Some(server), Some(client)) = (s.flows[front].tcp_server(), s.flows[b].tcp_client()) else { return };
         if client.state != State::Established || server.state != State::Established {
             return;
         }
-        let size = s.flows[front as usize].size.unwrap_or(u64::MAX);
-        let spliced = self.offloads.get_mut(h as usize).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(server, client, size));
+        let size = s.flows[front].size.unwrap_or(u64::MAX);
+        let spliced = self.offloads.get_mut(h.index()).and_then(Option::as_deref_mut).is_some_and(|o| o.try_splice(server, client, size));
         let splicing = if spliced { Splicing::Spliced } else { Splicing::OnHost };
         let go = (server.receiver.rcv_nxt < size).then(|| server.interim_response(CONTINUE_BYTES));
-        if let Some(RelayEnd::Front { splicing: st, .. }) = s.flows[front as usize].relay.as_deref_mut() {
+        if let Some(RelayEnd::Front { splicing: st, .. }) = s.flows[front].relay.as_deref_mut() {
             *st = splicing;
         }
         let mut cycles = Cycles::default();
-        if let Some(cpu) = self.cpus.get(h as usize).and_then(Option::as_deref) {
+        if let Some(cpu) = self.cpus.get(h.index()).and_then(Option::as_deref) {
             if splicing == Splicing::Spliced {
                 cycles.add(Op::Handover, cpu.costs.handover);
             }
@@ -315,14 +316,14 @@ impl Hosts {
         }
         self.job(h, front, cycles, s);
         if let Some(p) = go {
-            self.nics[h as usize].ctrl.push_back(p);
+            self.nics[h.index()].ctrl.push_back(p);
         }
     }
 
     /// Queues work of `cycles` for flow `f` on host `h`'s CPU, where it is modelled, with no
     /// outcome of its own: it only keeps the core busy.
-    fn job(&mut self, h: u32, f: u32, cycles: Cycles, s: &mut HostCx) {
-        let Some(cpu) = self.cpus.get_mut(h as usize).and_then(Option::as_deref_mut) else { return };
+    fn job(&mut self, h: HostId, f: FlowId, cycles: Cycles, s: &mut HostCx) {
+        let Some(cpu) = self.cpus.get_mut(h.index()).and_then(Option::as_deref_mut) else { return };
         if cycles.total() == 0 {
             return;
         }
@@ -331,16 +332,16 @@ impl Hosts {
 
     /// Lets host `h`'s NIC put its next packet on the wire.
     #[inline]
-    pub fn nic_send(&mut self, h: u32, s: &mut HostCx) {
-        let nic = &mut self.nics[h as usize];
-        let port = &mut s.ports[nic.port as usize];
+    pub fn nic_send(&mut self, h: HostId, s: &mut HostCx) {
+        let nic = &mut self.nics[h.index()];
+        let port = &mut s.ports[nic.port];
         nic.send(port, s.flows, &mut s.cx);
     }
 
     /// Puts flow `f` on its client's NIC scheduler.
-    pub fn activate(&mut self, f: u32, s: &mut HostCx) {
-        let flow = &mut s.flows[f as usize];
-        self.nics[flow.src as usize].activate(flow);
+    pub fn activate(&mut self, f: FlowId, s: &mut HostCx) {
+        let flow = &mut s.flows[f];
+        self.nics[flow.src].activate(flow);
     }
 
     /// The host's first share of carrying out `c`: replies to its NIC, a TCP-INT echo to the
@@ -349,18 +350,18 @@ impl Hosts {
     pub fn take_report(&mut self, c: ReportFrom, s: &mut HostCx) {
         let (f, io) = (c.flow, &mut self.io);
         if !io.replies.is_empty() {
-            self.nics[c.host as usize].ctrl.extend(io.replies.drain(..));
+            self.nics[c.host].ctrl.extend(io.replies.drain(..));
         }
         if io.echo {
-            if let Some(snd) = s.flows[f as usize].sender() {
+            if let Some(snd) = s.flows[f].sender() {
                 if let Some(echo) = snd.last_echo {
-                    let row = TelemetryRow { t: s.cx.now, flow: f, srtt: snd.rtt.srtt(), cwnd: snd.win.cwnd, echo };
+                    let row = TelemetryRow { t: s.cx.now, flow: f.0, srtt: snd.rtt.srtt(), cwnd: snd.win.cwnd, echo };
                     self.telemetry.record(row, s.cx.events.popped_tie());
                 }
             }
         }
         if let Some((start, len)) = io.delivered {
-            s.flows[f as usize].app_receive(start, len);
+            s.flows[f].app_receive(start, len);
         }
     }
 
@@ -370,7 +371,7 @@ impl Hosts {
     #[inline]
     pub fn settle(&mut self, c: ReportFrom, s: &mut HostCx) {
         let (h, io) = (c.host, &mut self.io);
-        let flow = &mut s.flows[c.flow as usize];
+        let flow = &mut s.flows[c.flow];
         if io.closed {
             let side = if h == flow.dst { Side::Server } else { Side::Client };
             if side == Side::Client && flow.client.as_ref().is_some_and(|c| !c.peer_closes_itself()) {
@@ -379,7 +380,7 @@ impl Hosts {
                 // reaches across partitions sooner than a packet could). The client knows this
                 // from its own configuration; it reads nothing of the server.
                 let at = s.cx.now + Time(flow.base_rtt.0 / 2);
-                s.cx.schedule_to(s.host_part[flow.dst as usize], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
+                s.cx.schedule_to(s.host_part[flow.dst.index()], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
             }
             flow.close_end(side);
         }
@@ -392,7 +393,7 @@ impl Hosts {
         }
         if io.activate && flow.is_open(Side::Client) {
             let src = flow.src;
-            self.nics[src as usize].activate(flow);
+            self.nics[src].activate(flow);
             if src != h {
                 self.nic_send(src, s);
             }
@@ -404,9 +405,9 @@ impl Hosts {
 /// Host `h`'s NIC offload, if it has one, looks at `pkt` for flow `f`'s server first; true if it
 /// consumed it (its answer in `io`).
 #[inline]
-fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: u32, f: u32, pkt: &Packet, io: &mut Io, s: &mut HostCx) -> bool {
-    let Some(off) = offloads.get_mut(h as usize).and_then(Option::as_deref_mut) else { return false };
-    let Some(server) = s.flows[f as usize].server.as_mut().and_then(ServerEnd::tcp_mut) else { return false };
+fn nic_takes(offloads: &mut [Option<Box<Offload>>], h: HostId, f: FlowId, pkt: &Packet, io: &mut Io, s: &mut HostCx) -> bool {
+    let Some(off) = offloads.get_mut(h.index()).and_then(Option::as_deref_mut) else { return false };
+    let Some(server) = s.flows[f].server.as_mut().and_then(ServerEnd::tcp_mut) else { return false };
     let consumed = off.on_segment(server, pkt, io, &mut s.cx);
     if consumed {
         s.cx.release(pkt);

@@ -2,6 +2,7 @@
 //! and which node is which. Hosts' NICs, flows and applications live elsewhere; what they need of
 //! the network (a host's link, a path's round trip) they ask of the fabric.
 
+use crate::ids::{HostId, PortId};
 use super::circuit::{tor_of, CircuitParts};
 use super::link::Link;
 use super::pfc::{Pfc, PfcConfig};
@@ -17,7 +18,7 @@ use std::ops::Range;
 #[derive(Clone, Copy, Debug)]
 pub enum Role {
     /// Host ordinal.
-    Host(u32),
+    Host(HostId),
     /// Switch ordinal.
     Switch(u32),
 }
@@ -59,7 +60,7 @@ pub struct Fabric {
     /// Shortest-path next hops.
     pub routes: Routes,
     /// Each host's one port (its NIC's link), by host ordinal.
-    pub host_ports: Vec<u32>,
+    pub host_ports: Vec<PortId>,
 }
 
 impl Fabric {
@@ -74,7 +75,7 @@ impl Fabric {
             .map(|kind| match kind {
                 NodeKind::Host => {
                     nh += 1;
-                    Role::Host(nh - 1)
+                    Role::Host(HostId(nh - 1))
                 }
                 NodeKind::Switch { .. } => {
                     ns += 1;
@@ -120,7 +121,7 @@ impl Fabric {
                     pfc: spec.pfc.map(|cfg| Pfc::new(cfg(&ports[own.clone()]))),
                     tor: spec.circuit.and_then(|c| tor_of(c, graph, n, &node_ports[n])),
                 }),
-                Role::Host(_) => host_ports.push(port_base[n]),
+                Role::Host(_) => host_ports.push(PortId(port_base[n])),
             }
             if matches!(role, Role::Switch(s) if spec.int.0[*s as usize].is_some()) {
                 for port in &mut ports[own] {
@@ -147,7 +148,7 @@ impl Fabric {
 /// `from` to host `to`.
 pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut(usize, &Port) -> Time) -> Time {
     let mut total = Time::ZERO;
-    let mut port = fabric.host_ports[from as usize] as usize;
+    let mut port = fabric.host_ports[from as usize].index();
     for i in 0..256 {
         total += cost(i, &fabric.ports[port]);
         let node = fabric.ports[port].peer_node as usize;

@@ -1,6 +1,7 @@
 //! A one-way wire: propagation delay, random loss, and the packets on it in arrival order; and
 //! the store the packets on all wires live in while they fly.
 
+use crate::ids::PartId;
 use crate::packet::Packet;
 use crate::time::Time;
 use std::collections::VecDeque;
@@ -19,7 +20,7 @@ pub struct Link {
     /// The link joins two partitions.
     pub cut: bool,
     /// The partition at its far end.
-    pub far_part: u16,
+    pub far_part: PartId,
     /// Packets on the wire (their places in the `Flying` store) with their arrival times,
     /// earliest first; always empty on a cut link, whose arrival events carry its packets.
     pub in_flight: VecDeque<(Time, u32)>,

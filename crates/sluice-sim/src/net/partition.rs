@@ -6,6 +6,7 @@
 //! link joins are one, and so is the whole fabric where closed-loop applications couple hosts at
 //! zero delay. The split depends on the scenario alone, never on the threads that run it.
 
+use crate::ids::PartId;
 use super::topology::{Graph, NodeKind};
 use crate::event::MAX_SOURCES;
 use crate::time::Time;
@@ -15,7 +16,7 @@ use petgraph::unionfind::UnionFind;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Partitions {
     /// Each node's partition.
-    pub of_node: Vec<u16>,
+    pub of_node: Vec<PartId>,
     /// How many there are.
     pub count: usize,
     /// The smallest delay of a cut link (`None` with one partition).
@@ -30,7 +31,7 @@ pub const MAX_PARTITIONS: usize = MAX_SOURCES - 1;
 impl Partitions {
     /// The whole fabric as one partition.
     pub fn one(graph: &Graph, note: Option<&'static str>) -> Partitions {
-        Partitions { of_node: vec![0; graph.nodes.len()], count: 1, lookahead: None, note }
+        Partitions { of_node: vec![PartId(0); graph.nodes.len()], count: 1, lookahead: None, note }
     }
 
     /// Splits `graph`; `coupled` when closed-loop applications tie hosts together at zero delay.
@@ -77,7 +78,7 @@ impl Partitions {
         }
         // More units than an event list tells apart: neighbouring units share a partition.
         let count = units.min(MAX_PARTITIONS);
-        let of_node: Vec<u16> = (0..graph.nodes.len()).map(|n| (unit_of_root[sets.find_mut(n)] * count / units) as u16).collect();
+        let of_node: Vec<PartId> = (0..graph.nodes.len()).map(|n| PartId((unit_of_root[sets.find_mut(n)] * count / units) as u16)).collect();
         let lookahead = graph.links.iter().filter(|l| of_node[l.a] != of_node[l.b]).map(|l| l.delay).min();
         Partitions { of_node, count, lookahead, note: None }
     }
@@ -106,7 +107,7 @@ mod tests {
             let core_link = matches!(ta, NodeKind::Switch { tier: 2 }) || matches!(tb, NodeKind::Switch { tier: 2 });
             assert!(!crosses || core_link, "only aggregation-core links are cut");
         }
-        let cores: Vec<u16> = (0..g.nodes.len()).filter(|&n| g.nodes[n] == NodeKind::Switch { tier: 2 }).map(|n| p.of_node[n]).collect();
+        let cores: Vec<u16> = (0..g.nodes.len()).filter(|&n| g.nodes[n] == NodeKind::Switch { tier: 2 }).map(|n| p.of_node[n].0).collect();
         assert_eq!(cores, [0, 1, 2, 3], "the four cores, one per pod");
         assert_eq!(p.lookahead, Some(Time::from_us(1)));
     }

@@ -1,6 +1,7 @@
 //! An egress port: a serializer at line rate in front of a link, with its queue, its queue
 //! discipline and counters. It puts packets on its wire itself.
 
+use crate::ids::PortId;
 use super::link::Link;
 use super::pfc::{pause_time, PauseState};
 use super::qdisc::Discipline;
@@ -91,6 +92,8 @@ impl TxMeter {
     }
 }
 
+crate::ids::indexed_by!(PortId => Port);
+
 impl Port {
     /// An idle port.
     pub fn new(node: u32, local: u16, peer_node: u32, rate: Rate, link: Link, bands: usize) -> Port {
@@ -131,10 +134,10 @@ impl Port {
     /// Starts serializing `pkt` on this port (global id `id`) now; it arrives at the far end
     /// after serialization plus propagation, unless the link loses it.
     #[inline]
-    pub fn transmit(&mut self, id: u32, pkt: &Packet, cx: &mut Cx) {
+    pub fn transmit(&mut self, id: PortId, pkt: &Packet, cx: &mut Cx) {
         let now = cx.now;
         if let Some(cap) = cx.capture.as_deref_mut() {
-            cap.on_wire(id, pkt, now, cx.events.popped_tie());
+            cap.on_wire(id.0, pkt, now, cx.events.popped_tie());
         }
         let bytes = pkt.wire_bytes as u64;
         let done = now + self.rate.tx_time(bytes);
@@ -165,7 +168,7 @@ impl Port {
 
     /// Makes sure a transmit-done event will wake this port when its serializer frees up.
     #[inline]
-    pub fn wake_when_free(&mut self, id: u32, cx: &mut Cx) {
+    pub fn wake_when_free(&mut self, id: PortId, cx: &mut Cx) {
         if !self.tx_event_pending {
             self.tx_event_pending = true;
             cx.schedule(self.busy_until, Event::TxDone(id));

@@ -6,6 +6,7 @@
 //! circuit side (`circuit::Tor`): packets for other racks wait in its VOQs, which its two uplinks
 //! drain.
 
+use crate::ids::PortId;
 use super::circuit::{Admit, Tor, Uplink};
 use super::pfc::{self, Pfc, Signal};
 use super::port::Port;
@@ -37,6 +38,12 @@ pub struct Switch {
 }
 
 impl Switch {
+    /// The global id of local port `local`.
+    #[inline]
+    fn port_id(&self, local: usize) -> PortId {
+        PortId(self.first_port + local as u32)
+    }
+
     /// Ingress: `pkt` arrives on local port `ingress`; route it and hand it to its egress port.
     /// The pipeline takes the packet by reference and copies it only into a queue or onto the
     /// wire (a copy at each stage cost about 8% of a fat tree's instructions).
@@ -105,7 +112,7 @@ impl Switch {
         let tor = self.tor.as_deref().expect("only a ToR has uplinks");
         // A circuit that ends before the port frees up is looked at again at its next day.
         if tor.has_work(uplink, ports[local].busy_until) {
-            ports[local].wake_when_free(self.first_port + local as u32, cx);
+            ports[local].wake_when_free(self.port_id(local), cx);
         }
     }
 
@@ -166,7 +173,7 @@ impl Switch {
                 let (len, ingress, prio) = (pkt.wire_bytes as u64, pkt.ingress as usize, pkt.prio);
                 self.buffer.take(len);
                 port.queue.push(*pkt);
-                port.wake_when_free(self.first_port + local as u32, cx);
+                port.wake_when_free(self.port_id(local), cx);
                 if let (true, Some(pfc)) = (lossless, self.pfc.as_mut()) {
                     let pause = pfc::pause_time(pfc.cfg.quanta, ports[ingress].rate);
                     let signal = pfc.on_enqueue(ingress, prio, len, &self.buffer, now, pause);
@@ -194,7 +201,7 @@ impl Switch {
     /// Sends `pkt` out of local port `local` ahead of any queued packet: a PFC frame, or a
     /// packet of the control priority.
     fn send_control(&mut self, local: usize, pkt: Packet, ports: &mut [Port], cx: &mut Cx) {
-        let id = self.first_port + local as u32;
+        let id = self.port_id(local);
         let port = &mut ports[local];
         if port.idle(cx.now) && port.control.is_empty() {
             port.transmit(id, &pkt, cx);
@@ -208,7 +215,7 @@ impl Switch {
     /// packet of a priority not paused, if any.
     pub fn dequeue(&mut self, local: usize, ports: &mut [Port], cx: &mut Cx) {
         let now = cx.now;
-        let id = self.first_port + local as u32;
+        let id = self.port_id(local);
         let port = &mut ports[local];
         port.tx_event_pending = false;
         if let Some(tor) = self.tor.as_deref() {
@@ -264,7 +271,7 @@ impl Switch {
         let port = &mut ports[local];
         if !port.queue.is_empty() && port.idle(cx.now) {
             port.tx_event_pending = true;
-            cx.schedule(cx.now, Event::TxDone(self.first_port + local as u32));
+            cx.schedule(cx.now, Event::TxDone(self.port_id(local)));
         }
     }
 
@@ -286,7 +293,7 @@ impl Switch {
                 cx.hops.push(h, rec);
             }
         }
-        port.transmit(self.first_port + local as u32, pkt, cx);
+        port.transmit(self.port_id(local), pkt, cx);
     }
 }
 

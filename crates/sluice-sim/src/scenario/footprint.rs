@@ -21,6 +21,11 @@ const CWND_SAMPLE_BYTES: u64 = 96;
 const CAPTURED_BYTES: u64 = 128;
 /// The program and its tables before any element or flow.
 const BASE_BYTES: u64 = 8_000_000;
+/// What a run adds to the world as built, per host of the fabric: the event list, the packets on
+/// the wires and in the queues, the windows of the open flows (fitted to the 10,240-host fat
+/// tree's 0.3 ms prefix on one thread, which grows by 64 MB from its build to its peak,
+/// `docs/engine.md`). Queues that fill far past their marking thresholds take more.
+const RUN_BYTES_PER_HOST: u64 = 6_000;
 /// What a thread's shard holds besides its copy of the elements' shape and its flow index, once
 /// it runs: its thread and allocator arena, and per host of the fabric about 1.3 KB of event
 /// list and wire store (fitted to `websearch_leafspine`, `ws320` and the 10,240-host fat tree's
@@ -42,15 +47,17 @@ pub struct Footprint {
     pub captured: u64,
     /// Bytes of the network's elements as built (0 until the world is).
     pub elements: u64,
+    /// Bytes the run itself adds on the first thread (0 until the world is built).
+    pub run: u64,
     /// Bytes each thread past the first adds: its shard (0 until the world is built).
     pub shard: u64,
 }
 
 impl Footprint {
-    /// Bytes a run on one thread takes at the peak, about: its flows, samples and elements and
-    /// the program's own; packets queued in the network come on top.
+    /// Bytes a run on one thread takes at the peak, about: its flows, samples and elements, the
+    /// run's working set and the program's own.
     pub fn bytes(&self) -> u64 {
-        BASE_BYTES + self.elements + self.flows.0 + self.samples.0 + self.captured
+        BASE_BYTES + self.elements + self.run + self.flows.0 + self.samples.0 + self.captured
     }
 
     /// Bytes a run on `threads` threads takes at the peak, about: one thread's, and a shard for
@@ -61,8 +68,10 @@ impl Footprint {
 
     /// Takes in the sizes of the world built: its elements, and a shard's.
     pub(crate) fn measure(&mut self, world: &crate::world::World) {
+        let hosts = world.host_count() as u64;
         self.elements = world.element_bytes();
-        self.shard = world.shard_bytes() + SHARD_RUN_BYTES.0 + SHARD_RUN_BYTES.1 * world.host_count() as u64;
+        self.run = RUN_BYTES_PER_HOST * hosts;
+        self.shard = self.elements + world.flow_index_bytes() + SHARD_RUN_BYTES.0 + SHARD_RUN_BYTES.1 * hosts;
     }
 
     /// What flows and samples cost, from their counts; `most_made` is the workload key that makes
@@ -91,6 +100,7 @@ impl Footprint {
             samples: (samples.0, samples.1.to_string()),
             captured: captured.saturating_mul(CAPTURED_BYTES),
             elements: 0,
+            run: 0,
             shard: 0,
         }
     }

@@ -9,14 +9,15 @@ use super::app::{App, AppIo, Request};
 use super::{Classify, FlowSpec, Qos};
 pub use crate::flow::{Relay, RelayEnd, Splicing};
 use crate::flow::FlowTable;
+use crate::ids::{FlowId, HostId};
 use crate::time::Time;
 
 /// What the proxy on a host does after one of a request's connections changed.
 pub struct RelayStep {
     /// The request's client connection.
-    pub front: u32,
+    pub front: FlowId,
     /// The backend connection, written on: its NIC may send.
-    pub write: Option<u32>,
+    pub write: Option<FlowId>,
     /// The backend connection to open, the header being in.
     pub connect: Option<FlowSpec>,
     /// The proxy has not asked its NIC to splice yet.
@@ -26,26 +27,26 @@ pub struct RelayStep {
 /// The proxy on host `h` acts on a change to one of a request's connections (`f`, the client's
 /// or the backend's): once it has the header it asks for the backend connection the header
 /// names; it writes on what it has read.
-pub fn relay_step(flows: &mut FlowTable, f: u32, h: u32, now: Time) -> Option<RelayStep> {
-    let front = match flows[f as usize].relay.as_deref() {
-        Some(&RelayEnd::Front { .. }) if flows[f as usize].dst == h => f,
-        Some(&RelayEnd::Back { front }) if flows[f as usize].src == h => front,
+pub fn relay_step(flows: &mut FlowTable, f: FlowId, h: HostId, now: Time) -> Option<RelayStep> {
+    let front = match flows[f].relay.as_deref() {
+        Some(&RelayEnd::Front { .. }) if flows[f].dst == h => f,
+        Some(&RelayEnd::Back { front }) if flows[f].src == h => front,
         _ => return None,
     };
-    let flow = &flows[front as usize];
+    let flow = &flows[front];
     let got = flow.bytes_delivered();
     let &RelayEnd::Front { relay, back, splicing, .. } = flow.relay.as_deref()? else { return None };
     let mut step = RelayStep { front, write: None, connect: None, waiting: splicing == Splicing::Waiting };
     match back {
         Some(b) => {
-            if let Some(c) = flows[b as usize].tcp_client_mut() {
+            if let Some(c) = flows[b].tcp_client_mut() {
                 c.sender.set_written(got);
                 step.write = Some(b);
             }
         }
         None if got >= relay.header => {
             step.connect = Some(FlowSpec {
-                src: h as usize,
+                src: h.index(),
                 dst: relay.backend,
                 size: flow.size,
                 start: now,
@@ -60,16 +61,16 @@ pub fn relay_step(flows: &mut FlowTable, f: u32, h: u32, now: Time) -> Option<Re
 
 /// Makes the new flow `b` the backend connection of client connection `front`, with what the
 /// proxy has read so far written on it.
-pub fn attach_backend(flows: &mut FlowTable, front: u32, b: u32) {
-    let got = flows[front as usize].bytes_delivered();
-    let Some(&RelayEnd::Front { app, .. }) = flows[front as usize].relay.as_deref() else { return };
-    let back = &mut flows[b as usize];
+pub fn attach_backend(flows: &mut FlowTable, front: FlowId, b: FlowId) {
+    let got = flows[front].bytes_delivered();
+    let Some(&RelayEnd::Front { app, .. }) = flows[front].relay.as_deref() else { return };
+    let back = &mut flows[b];
     back.app = Some(app);
     back.relay = Some(Box::new(RelayEnd::Back { front }));
     if let Some(c) = back.tcp_client_mut() {
         c.sender.set_written(got);
     }
-    if let Some(RelayEnd::Front { back, .. }) = flows[front as usize].relay.as_deref_mut() {
+    if let Some(RelayEnd::Front { back, .. }) = flows[front].relay.as_deref_mut() {
         *back = Some(b);
     }
 }

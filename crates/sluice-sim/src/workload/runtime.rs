@@ -3,6 +3,7 @@
 //! What an application asks for in return ([`AppIo`]: flows to open, messages to send, timers)
 //! the world carries out, since opening a flow builds a transport at a host.
 
+use crate::ids::FlowId;
 use super::app::{App, AppIo, Request};
 use crate::flow::Flow;
 use crate::time::Time;
@@ -16,7 +17,7 @@ pub struct Runtime {
     /// Requests (and incast rounds) completed, in completion order.
     pub requests: Vec<Request>,
     /// Persistent connections by (source, destination, class).
-    pub connections: HashMap<(usize, usize, usize), u32>,
+    pub connections: HashMap<(usize, usize, usize), FlowId>,
     /// The applications' reused record of what they ask for.
     io: AppIo,
 }

@@ -1,6 +1,7 @@
 //! What a transport's report leads to: its host's stack, then the applications and the proxy,
 //! then back to the host, in one fixed order; and what applications ask for.
 
+use crate::ids::{FlowId, HostId};
 use super::World;
 use crate::context::{Cx, Event};
 use crate::host::splice::Relayed;
@@ -21,11 +22,11 @@ impl World {
         let report = self.hosts.report();
         let (delivered, response, completed) = (report.delivered.is_some(), report.response, report.completed);
         if delivered {
-            if let Some((a, io)) = self.runtime.delivered(&mut self.flows[f as usize], now) {
+            if let Some((a, io)) = self.runtime.delivered(&mut self.flows[f], now) {
                 self.apply_app_io(a, io, now);
             }
         }
-        if self.flows[f as usize].relay.is_some() {
+        if self.flows[f].relay.is_some() {
             // The proxy may open the backend connection, whose report comes in between.
             let outer = self.hosts.set_aside();
             self.relay_step(f, h, now);
@@ -33,12 +34,12 @@ impl World {
         }
         // Only a flow that expects a response (a transaction) takes the server's FIN as one: the
         // backend's FIN on a proxy's relayed connection is not a second completion.
-        if response && self.flows[f as usize].response.is_some() {
-            if let Some((a, io)) = self.runtime.answered(&mut self.flows[f as usize], now) {
+        if response && self.flows[f].response.is_some() {
+            if let Some((a, io)) = self.runtime.answered(&mut self.flows[f], now) {
                 self.apply_app_io(a, io, now);
             }
         }
-        let flow = &mut self.flows[f as usize];
+        let flow = &mut self.flows[f];
         if completed && flow.finish.is_none() {
             flow.finish = Some(now);
             if flow.size.is_some() && !flow.client.as_ref().is_some_and(ClientEnd::is_persistent) {
@@ -53,9 +54,9 @@ impl World {
     /// a close seen end to end closes the proxy's ends of both connections, and the host takes
     /// the share that is its own.
     #[cold]
-    pub(super) fn spliced(&mut self, h: u32, r: Box<Relayed>, now: Time) {
+    pub(super) fn spliced(&mut self, h: HostId, r: Box<Relayed>, now: Time) {
         if let Some(out) = r.out {
-            self.hosts.nics[h as usize].ctrl.push_back(out);
+            self.hosts.nics[h].ctrl.push_back(out);
         }
         if let Some((front, back)) = r.closed {
             for (f, side) in [(front, Side::Server), (back, Side::Client)] {
@@ -75,7 +76,7 @@ impl World {
 
     /// The proxy on host `h` acts on a change to flow `f`, one of a request's connections: writes
     /// on, connects to the backend, asks its NIC to splice.
-    pub(super) fn relay_step(&mut self, f: u32, h: u32, now: Time) {
+    pub(super) fn relay_step(&mut self, f: FlowId, h: HostId, now: Time) {
         let Some(step) = proxy::relay_step(&mut self.flows, f, h, now) else { return };
         if let Some(b) = step.write {
             self.hosts.activate(b, &mut host_cx!(self, now));
@@ -95,7 +96,7 @@ impl World {
     pub(super) fn apply_app_io(&mut self, a: u32, mut io: AppIo, now: Time) {
         for (spec, tag) in io.open.drain(..) {
             let f = self.add_flow(&spec);
-            let flow = &mut self.flows[f as usize];
+            let flow = &mut self.flows[f];
             match spec.relay {
                 // The proxy hears of the request; the client hears when the backend has it.
                 Some(relay) => {
@@ -115,9 +116,9 @@ impl World {
         for (spec, tag) in io.send.drain(..) {
             let size = spec.size.expect("messages have a size");
             let key = (spec.src, spec.dst, spec.class);
-            let live = self.runtime.connections.get(&key).copied().filter(|&f| self.flows[f as usize].client.is_some());
+            let live = self.runtime.connections.get(&key).copied().filter(|&f| self.flows[f].client.is_some());
             if let Some(f) = live {
-                let flow = &mut self.flows[f as usize];
+                let flow = &mut self.flows[f];
                 let t = flow.client.as_mut().expect("a live connection has a client");
                 let (new_size, established) = t.append(size);
                 flow.size = new_size;
@@ -132,7 +133,7 @@ impl World {
                 let f = self.add_flow(&spec);
                 // A connection outlives its messages: the run ends without waiting for it.
                 self.unfinished -= 1;
-                let flow = &mut self.flows[f as usize];
+                let flow = &mut self.flows[f];
                 flow.client.as_mut().expect("a new connection has a client").make_persistent();
                 flow.app = Some((a, 0));
                 flow.messages.push_back((size, tag));

@@ -1,6 +1,7 @@
 //! Building a world from its validated spec: the fabric, hosts and every flow's record, the
 //! chains that start each partition's flows, and a flow's connection built when it starts.
 
+use crate::ids::{FlowId, HostId, PartId};
 use super::{Bucketing, World};
 use crate::context::{Counters, Event, SampleKind, Streams};
 use crate::event::EventQueue;
@@ -85,19 +86,31 @@ pub type PfcSettings = Box<PfcFromPorts>;
 /// core's L2): a 10,240-host fat tree has 12 MB, ws320 0.4 MB.
 const PORTS_CACHED: usize = 2 << 20;
 
-/// Each static flow's successor among the flows its partition starts, in start order
-/// (`u32::MAX`: its partition's last).
-fn start_chains(specs: &[FlowSpec], host_part: &[u16], parts: usize) -> Arc<[u32]> {
-    let mut next = vec![u32::MAX; specs.len()];
-    let mut last = vec![u32::MAX; parts];
-    for (f, spec) in specs.iter().enumerate() {
-        let part = host_part[spec.src] as usize;
-        if last[part] != u32::MAX {
-            next[last[part] as usize] = f as u32;
+/// The static flows each partition starts, as a chain in start order: the world and its shards
+/// share it.
+#[derive(Default)]
+pub(super) struct StartChains {
+    /// Each partition's first flow (`u32::MAX`: it starts none).
+    pub first: Vec<u32>,
+    /// Each flow's successor in its partition's chain (`u32::MAX`: the last).
+    pub next: Vec<u32>,
+}
+
+impl StartChains {
+    /// The chains of `specs`, in start order, by the partition of each flow's sender.
+    fn of(specs: &[FlowSpec], host_part: &[PartId], parts: usize) -> StartChains {
+        let mut chains = StartChains { first: vec![u32::MAX; parts], next: vec![u32::MAX; specs.len()] };
+        let mut last = vec![u32::MAX; parts];
+        for (f, spec) in specs.iter().enumerate() {
+            let part = host_part[spec.src].index();
+            match last[part] {
+                u32::MAX => chains.first[part] = f as u32,
+                before => chains.next[before as usize] = f as u32,
+            }
+            last[part] = f as u32;
         }
-        last[part] = f as u32;
+        chains
     }
-    next.into()
 }
 
 impl World {
@@ -121,8 +134,8 @@ impl World {
             port.link.far_part = parts.of_node[port.peer_node as usize];
             port.link.cut = parts.of_node[port.node as usize] != port.link.far_part;
         }
-        let host_part: Vec<u16> = net.host_ports.iter().map(|&port| parts.of_node[net.ports[port as usize].node as usize]).collect();
-        let nics: Vec<Nic> = net.host_ports.iter().enumerate().map(|(h, &port)| Nic { host: h as u32, port, ..Nic::default() }).collect();
+        let host_part: Vec<PartId> = net.host_ports.iter().map(|&port| parts.of_node[net.ports[port].node as usize]).collect();
+        let nics: Vec<Nic> = net.host_ports.iter().enumerate().map(|(h, &port)| Nic { host: HostId(h as u32), port, ..Nic::default() }).collect();
         let host_count = nics.len() as u32;
         let telemetry = match p.telemetry {
             Some((interval, flows)) => TelemetryLog::new(interval, flows),
@@ -130,7 +143,7 @@ impl World {
         };
         let mut hosts = Hosts::new(nics, telemetry, p.tcp.mss());
         if let Some(c) = p.cpu.as_ref().filter(|c| !c.hosts.is_empty()) {
-            hosts.cpus = (0..host_count).map(|h| c.hosts.contains(&(h as usize)).then(|| Box::new(Cpu::new(h, c)))).collect();
+            hosts.cpus = (0..host_count).map(|h| c.hosts.contains(&(h as usize)).then(|| Box::new(Cpu::new(HostId(h), c)))).collect();
         }
         if let Some(o) = p.offload.as_ref().filter(|o| !o.hosts.is_empty()) {
             hosts.offloads = (0..host_count).map(|h| o.hosts.contains(&(h as usize)).then(|| Box::new(Offload::new(h, o, p.seed)))).collect();
@@ -147,7 +160,7 @@ impl World {
             flows: FlowTable::with_capacity(p.flows.len()),
             static_flows: p.flows.len(),
             specs: Arc::default(),
-            next_start: Arc::default(),
+            starts: Arc::default(),
             started: 0,
             rngs: (0..=global).map(|part| Streams::new(p.seed, part)).collect(),
             parts,
@@ -194,11 +207,11 @@ impl World {
             // Built to fill in the record (the flow's real MSS, base RTT and ideal FCT); the
             // connection itself waits for the flow's start, so memory grows with the flows
             // that have started, not with the whole workload.
-            let mut record = world.record(spec, f as u32);
+            let mut record = world.record(spec, FlowId(f as u32));
             record.wait_to_connect();
             world.push_flow(record, spec);
         }
-        world.next_start = start_chains(&p.flows, &world.host_part, world.parts.count);
+        world.starts = Arc::new(StartChains::of(&p.flows, &world.host_part, world.parts.count));
         world.specs = Arc::new(p.flows);
         for (a, app) in world.runtime.apps.iter().enumerate() {
             world.q.push(app.start_time(), Event::AppStart(a as u32));
@@ -216,17 +229,14 @@ impl World {
     /// end, the circuit's first day.
     pub(super) fn schedule_starts(&mut self) {
         // Each partition starts its own flows, in start order, by a chain of events of its own
-        // (`next_start`): its first flow's start begins it.
-        let mut heads = vec![u32::MAX; self.parts.count];
-        for (f, spec) in self.specs.iter().enumerate().rev() {
-            heads[self.host_part[spec.src] as usize] = f as u32;
-        }
-        for (part, f) in heads.into_iter().enumerate() {
+        // (`starts`): its first flow's start begins it.
+        for part in 0..self.parts.count {
+            let f = self.starts.first[part];
             if f == u32::MAX || !self.own[part] {
                 continue;
             }
             self.act_as(part);
-            self.q.push(self.specs[f as usize].start, Event::FlowStart(f));
+            self.q.push(self.specs[f as usize].start, Event::FlowStart(FlowId(f)));
         }
         self.act_as(self.global);
         if !self.queue_ports.is_empty() {
@@ -244,13 +254,13 @@ impl World {
     }
 
     /// Adds a flow; flows known at build time must be added in start-time order.
-    pub(super) fn add_flow(&mut self, spec: &FlowSpec) -> u32 {
-        let flow = self.record(spec, self.flows.len() as u32);
+    pub(super) fn add_flow(&mut self, spec: &FlowSpec) -> FlowId {
+        let flow = self.record(spec, FlowId(self.flows.len() as u32));
         self.push_flow(flow, spec)
     }
 
     /// Flow `id`'s record with its connection built.
-    pub(super) fn record(&self, spec: &FlowSpec, id: u32) -> Flow {
+    pub(super) fn record(&self, spec: &FlowSpec, id: FlowId) -> Flow {
         let mut flow = self.build.flow(spec, id, &self.net);
         flow.deadline = spec.qos.deadline;
         flow.response = spec.response;
@@ -260,7 +270,7 @@ impl World {
     /// Builds flow `f`'s connection now, if it still waits for its start: a probe can then wrap
     /// its algorithm before the run, and a packet ahead of the start finds the server listening.
     #[inline]
-    pub fn connect_now(&mut self, f: u32) {
+    pub fn connect_now(&mut self, f: FlowId) {
         if self.flows.get(f).is_none_or(Flow::waits_to_connect) {
             self.connect_waiting(f);
         }
@@ -269,10 +279,10 @@ impl World {
     /// Builds a waiting flow's connection; out of line, as the stack checks on every packet.
     #[cold]
     #[inline(never)]
-    pub(super) fn connect_waiting(&mut self, f: u32) {
-        let mut fresh = self.record(&self.specs[f as usize], f);
+    pub(super) fn connect_waiting(&mut self, f: FlowId) {
+        let mut fresh = self.record(&self.specs[f.index()], f);
         // A shard keeps only the ends at hosts of its own partitions.
-        let own = |h: u32| self.own[self.host_part[h as usize] as usize];
+        let own = |h: HostId| self.own[self.host_part[h.index()].index()];
         if !own(fresh.src) {
             fresh.client = None;
         }
@@ -287,7 +297,7 @@ impl World {
     }
 
     /// Records a new flow's QoS and counts it among the finite or endless flows.
-    pub(super) fn push_flow(&mut self, flow: Flow, spec: &FlowSpec) -> u32 {
+    pub(super) fn push_flow(&mut self, flow: Flow, spec: &FlowSpec) -> FlowId {
         match spec.size {
             Some(_) => self.unfinished += 1,
             None => self.endless += 1,
@@ -298,10 +308,10 @@ impl World {
     }
 
     /// The sending host of flow `f`, whether or not this world holds its record.
-    pub(super) fn src_of(&self, f: u32) -> u32 {
-        match self.specs.get(f as usize) {
-            Some(spec) => spec.src as u32,
-            None => self.flows[f as usize].src,
+    pub(super) fn src_of(&self, f: FlowId) -> HostId {
+        match self.specs.get(f.index()) {
+            Some(spec) => HostId(spec.src as u32),
+            None => self.flows[f].src,
         }
     }
 }

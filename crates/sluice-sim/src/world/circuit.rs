@@ -11,12 +11,12 @@ impl World {
     pub(super) fn circuit_day(&mut self, now: Time) {
         for s in 0..self.net.switches.len() {
             let node = self.net.switches[s].node as usize;
-            if self.net.switches[s].tor.is_none() || !self.own[self.parts.of_node[node] as usize] {
+            if self.net.switches[s].tor.is_none() || !self.own[self.parts.of_node[node].index()] {
                 continue;
             }
             // Each ToR acts for its own partition.
             if self.parts.count > 1 {
-                self.act_as(self.parts.of_node[node] as usize);
+                self.act_as(self.parts.of_node[node].index());
             }
             let sw = &mut self.net.switches[s];
             let ports = &mut self.net.ports[sw.first_port as usize..self.net.port_base[node + 1] as usize];

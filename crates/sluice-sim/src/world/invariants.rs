@@ -1,6 +1,7 @@
 //! The run's own checks of itself: conservation of packets, buffer bytes, PFC holdings,
 //! hop-record stacks and application bytes, counted independently of the elements that move them.
 
+use crate::ids::FlowId;
 use crate::flow::Flow;
 use crate::net::link::Flying;
 use crate::net::port::Port;
@@ -28,11 +29,11 @@ fn partitions_conserve(w: &World) -> Result<(), String> {
     let (net, flying, parts) = (w.fabric(), w.flying(), w.partitions());
     let mut held = vec![0u64; parts.count];
     for p in &net.ports {
-        held[parts.of_node[p.node as usize] as usize] += p.queue.len() as u64 + on_wire(p, flying);
+        held[parts.of_node[p.node as usize].index()] += p.queue.len() as u64 + on_wire(p, flying);
     }
     for sw in &net.switches {
         if let Some(tor) = sw.tor.as_deref() {
-            held[parts.of_node[sw.node as usize] as usize] += tor.queued().count() as u64;
+            held[parts.of_node[sw.node as usize].index()] += tor.queued().count() as u64;
         }
     }
     let counters = w.partition_counters();
@@ -166,7 +167,7 @@ fn check_packets(w: &World, whole: bool) -> Result<(), String> {
 /// Checks that every application got each byte once and in order, as counted apart from the
 /// transport, and no more than the sender saw acknowledged.
 fn check_flows(w: &World) -> Result<(), String> {
-    let mut in_cpu: HashMap<u32, u64> = HashMap::new();
+    let mut in_cpu: HashMap<FlowId, u64> = HashMap::new();
     for j in w.cpus().iter().flatten().flat_map(|c| c.jobs()) {
         *in_cpu.entry(j.flow).or_default() += j.io.delivered.map_or(0, |d| d.1);
     }
@@ -179,7 +180,7 @@ fn check_flows(w: &World) -> Result<(), String> {
         let got = got_by(f);
         // A spliced client connection's bytes end at the proxy's application below the splice
         // point and at the backend's above it.
-        let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&w.flows()[b as usize])));
+        let end_to_end = f.spliced_to().map_or(got, |b| got.max(got_by(&w.flows()[b.index()])));
         if let Some(in_order) = f.server.as_ref().map(ServerEnd::received) {
             if got != in_order {
                 return Err(format!("flow {}: the application got {got} bytes but the receiver holds {in_order} in order", f.id));

@@ -1,5 +1,6 @@
 //! Queue-depth and window samples, taken by the run's own events on the elements each shard runs.
 
+use crate::ids::FlowId;
 use super::World;
 use crate::context::{Event, SampleKind};
 use crate::net::fabric::Role;
@@ -51,12 +52,12 @@ impl World {
     pub(super) fn sample_queues(&mut self, now: Time) {
         for &p in &self.queue_ports {
             let port = &self.net.ports[p as usize];
-            if !self.own[self.parts.of_node[port.node as usize] as usize] {
+            if !self.own[self.parts.of_node[port.node as usize].index()] {
                 continue;
             }
             let bytes = match self.net.roles[port.node as usize] {
                 Role::Switch(s) => self.net.switches[s as usize].queued_bytes(port),
-                Role::Host(h) => self.hosts.nics[h as usize].backlog_bytes(&self.flows),
+                Role::Host(h) => self.hosts.nics[h].backlog_bytes(&self.flows),
             };
             self.queue_samples.push(QueueSample { t: now, port: p, bytes });
         }
@@ -67,11 +68,11 @@ impl World {
     #[inline(never)]
     pub(super) fn sample_cwnd(&mut self, now: Time) {
         for i in 0..self.cwnd_flows.len() {
-            let f = self.cwnd_flows[i];
-            if !self.own[self.host_part[self.src_of(f) as usize] as usize] {
+            let f = FlowId(self.cwnd_flows[i]);
+            if !self.own[self.host_part[self.src_of(f).index()].index()] {
                 continue;
             }
-            let started = self.specs.get(f as usize).is_none_or(|spec| spec.start <= now);
+            let started = self.specs.get(f.index()).is_none_or(|spec| spec.start <= now);
             if started {
                 // Its start may come later in this instant: its window is the initial one.
                 self.connect_now(f);
@@ -80,7 +81,7 @@ impl World {
             let Some(flow) = self.flows.get(f) else { continue };
             if let (true, None, Some(t)) = (flow.start <= now, flow.finish, flow.client.as_ref()) {
                 let (win, cc) = t.congestion();
-                self.cwnd_samples.push(CwndSample { t: now, flow: f, cwnd: win.cwnd, state: cc.state() });
+                self.cwnd_samples.push(CwndSample { t: now, flow: f.0, cwnd: win.cwnd, state: cc.state() });
             }
         }
         self.q.push(now + self.cwnd_interval, Event::Sample(SampleKind::Cwnd));

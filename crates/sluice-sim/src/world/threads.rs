@@ -11,6 +11,7 @@
 //! (its client's, with its server's share), is taken from the shard that ran it into the built
 //! world for the outputs (`tests/schedules.rs` checks every output byte for byte).
 
+use crate::ids::HostId;
 use super::{invariants, WindowedRun, World};
 use crate::context::{CrossEvent, Event};
 use crate::event::EventQueue;
@@ -190,7 +191,7 @@ impl World {
             build: Arc::clone(&self.build),
             static_flows: self.static_flows,
             specs: Arc::clone(&self.specs),
-            next_start: Arc::clone(&self.next_start),
+            starts: Arc::clone(&self.starts),
             started: 0,
             parts: self.parts.clone(),
             host_part: self.host_part.clone(),
@@ -234,16 +235,16 @@ impl World {
         (net.ports.len() * size_of::<Port>() + net.switches.len() * size_of::<Switch>() + self.hosts.nics.len() * size_of::<Nic>() + names) as u64
     }
 
-    /// Bytes a shard takes before it runs: its copy of the elements' shape and its flow index.
-    pub(crate) fn shard_bytes(&self) -> u64 {
-        self.element_bytes() + (self.flows.len() * size_of::<u32>()) as u64
+    /// Bytes of a shard's flow index: a place for every flow id.
+    pub(crate) fn flow_index_bytes(&self) -> u64 {
+        (self.flows.len() * size_of::<u32>()) as u64
     }
 
     /// Swaps each host's NIC, CPU and offload between this world (shard 0) and the shard that
     /// runs it: before the run it moves them to their shards, after it brings them back.
     fn trade_hosts(&mut self, others: &mut [World], owner: &[usize]) {
         for h in 0..self.hosts.nics.len() {
-            if let r @ 1.. = owner[self.host_part[h] as usize] {
+            if let r @ 1.. = owner[self.host_part[h].index()] {
                 let (mine, theirs) = (&mut self.hosts, &mut others[r - 1].hosts);
                 std::mem::swap(&mut mine.nics[h], &mut theirs.nics[h]);
                 if !mine.cpus.is_empty() {
@@ -287,7 +288,7 @@ impl World {
     fn deal(&self, n: usize) -> Vec<usize> {
         let mut nodes = vec![0usize; self.parts.count];
         for &p in &self.parts.of_node {
-            nodes[p as usize] += 1;
+            nodes[p.index()] += 1;
         }
         let mut by_size: Vec<usize> = (0..self.parts.count).collect();
         by_size.sort_by_key(|&p| std::cmp::Reverse(nodes[p]));
@@ -383,7 +384,7 @@ impl World {
                 }
                 _ => None,
             };
-            parcels[ex.owner[across.part as usize]].push(Parcel { across, pkt });
+            parcels[ex.owner[across.part.index()]].push(Parcel { across, pkt });
         }
         parcels
     }
@@ -399,14 +400,14 @@ impl World {
                 }
                 (ev, _) => ev,
             };
-            self.q.push_keyed(a.at, a.tie, ev, a.part as usize);
+            self.q.push_keyed(a.at, a.tie, ev, a.part.index());
         }
     }
 
     /// Takes each element's state from the shard that ran it (shard 0 is this world), and
     /// merges the logs in the order one thread writes them.
     fn gather(&mut self, mut others: Vec<World>, owner: &[usize]) {
-        let of_node = |w: &World, n: u32| owner[w.parts.of_node[n as usize] as usize];
+        let of_node = |w: &World, n: u32| owner[w.parts.of_node[n as usize].index()];
         for i in 0..self.net.ports.len() {
             if let r @ 1.. = of_node(self, self.net.ports[i].node) {
                 std::mem::swap(&mut self.net.ports[i], &mut others[r - 1].net.ports[i]);
@@ -419,7 +420,7 @@ impl World {
         }
         self.trade_hosts(&mut others, owner);
         // A flow's record is its client's shard's, with the server's share from the server's.
-        let shard_of = |w: &World, h: u32| owner[w.host_part[h as usize] as usize];
+        let shard_of = |w: &World, h: HostId| owner[w.host_part[h.index()].index()];
         let mut server_sides = Vec::new();
         for (r, w) in others.iter_mut().enumerate().map(|(i, w)| (i + 1, w)) {
             for mut record in w.flows.take_records() {
@@ -428,7 +429,7 @@ impl World {
                     server_sides.push(record);
                     continue;
                 }
-                let f = record.id as usize;
+                let f = record.id;
                 std::mem::swap(&mut self.flows[f], &mut record);
                 if rd == 0 {
                     // This world ran the server.
@@ -437,7 +438,7 @@ impl World {
             }
         }
         for mut record in server_sides {
-            self.flows[record.id as usize].take_server_side(&mut record);
+            self.flows[record.id].take_server_side(&mut record);
         }
         for (p, &r) in owner.iter().enumerate().filter(|&(_, &r)| r > 0) {
             self.counters[p] = others[r - 1].counters[p].clone();
@@ -484,7 +485,7 @@ mod tests {
         let (flows, hosts) = (world.flows.len(), world.hosts.nics.len());
         assert_eq!(world.spread(3), 3);
         let Spread { others, owner } = world.spread.as_deref().unwrap();
-        let shard_of = |h: usize| owner[world.host_part[h] as usize];
+        let shard_of = |h: usize| owner[world.host_part[h].index()];
         assert!((1..3).all(|r| (0..hosts).any(|h| shard_of(h) == r)), "each shard runs some hosts");
         for (i, shard) in others.iter().enumerate() {
             let r = i + 1;
@@ -493,16 +494,16 @@ mod tests {
             for h in 0..hosts {
                 // A NIC knows its host: it is where it was moved to, a placeholder elsewhere.
                 let moved = shard_of(h) == r;
-                assert_eq!(shard.hosts.nics[h].host as usize == h, moved || h == 0, "host {h} in shard {r}");
+                assert_eq!(shard.hosts.nics[h].host.index() == h, moved || h == 0, "host {h} in shard {r}");
                 if moved && h != 0 {
-                    assert_eq!(world.hosts.nics[h].host, 0, "host {h}'s NIC stayed in the built world");
+                    assert_eq!(world.hosts.nics[h].host, HostId(0), "host {h}'s NIC stayed in the built world");
                 }
             }
         }
         world.run(&mut |_| {});
         world.check_conservation().unwrap();
         assert!(world.flows.is_whole() && world.flows.len() == flows);
-        assert!(world.hosts.nics.iter().enumerate().all(|(h, nic)| nic.host as usize == h), "every NIC came back");
+        assert!(world.hosts.nics.iter().enumerate().all(|(h, nic)| nic.host.index() == h), "every NIC came back");
         let started = world.flows().iter().filter(|f| !f.waits_to_connect()).count();
         assert!(started > 0 && started < flows, "{started} of {flows} flows started in the first millisecond");
     }

@@ -1,5 +1,6 @@
 //! What the outputs, the checks and the tests read of a world.
 
+use crate::ids::{FlowId, HostId, PortId};
 use super::{invariants, Bucketing, CwndSample, QueueSample, World};
 use crate::context::{Counters, Event};
 use crate::flow::Flow;
@@ -30,9 +31,9 @@ impl World {
 
     /// Hands `pkt` to host `h` now, as if it had just arrived from the network: a crafted
     /// segment (a forged ACK, a stray SYN) for tests and attack studies. It counts as sent.
-    pub fn inject(&mut self, h: u32, pkt: Packet) {
+    pub fn inject(&mut self, h: HostId, pkt: Packet) {
         if self.parts.count > 1 {
-            self.act_as(self.host_part[h as usize] as usize);
+            self.act_as(self.host_part[h.index()].index());
         }
         self.counters[self.part].packets_sent += 1;
         self.host_arrival(h, pkt, self.clock);
@@ -75,8 +76,8 @@ impl World {
 
     /// One flow, mutably: a probe may wrap the flow's algorithm before the run to watch the
     /// signals it gets.
-    pub fn flow_mut(&mut self, id: u32) -> &mut Flow {
-        &mut self.flows[id as usize]
+    pub fn flow_mut(&mut self, id: FlowId) -> &mut Flow {
+        &mut self.flows[id]
     }
 
     /// Completed requests (and incast rounds) of closed-loop applications, in completion order.
@@ -176,11 +177,11 @@ impl World {
 
     /// The packets on cut links, which their arrival events alone carry: (the sending port's
     /// global id, the packet's place in the `Flying` store).
-    pub fn on_cut_links(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub fn on_cut_links(&self) -> impl Iterator<Item = (PortId, u32)> + '_ {
         let parked = self.windows.as_deref().into_iter().flat_map(|w| w.lists.iter().enumerate().filter(move |&(i, _)| i != w.acting));
         let lists = parked.map(|(_, q)| q).chain(std::iter::once(&self.q));
         lists.flat_map(|q| q.iter()).filter_map(|ev| match *ev {
-            Event::Arrive(p, place) if self.net.ports[p as usize].link.cut => Some((p, place)),
+            Event::Arrive(p, place) if self.net.ports[p].link.cut => Some((p, place)),
             _ => None,
         })
     }
@@ -222,6 +223,6 @@ impl World {
 
     /// The host link rate of host `h`.
     pub fn host_rate(&self, h: u32) -> Rate {
-        self.net.ports[self.net.host_ports[h as usize] as usize].rate
+        self.net.ports[self.net.host_ports[h as usize]].rate
     }
 }

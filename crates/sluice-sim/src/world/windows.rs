@@ -149,9 +149,9 @@ impl World {
         let w = self.windows.as_deref_mut().expect("partitions take turns");
         for a in w.across.drain(..) {
             assert!(a.at > limit, "{:?} for partition {} at {} reaches back into a turn that ran to {limit}", a.ev, a.part, a.at);
-            let list = if w.lists.is_empty() { &mut self.q } else { &mut w.lists[a.part as usize] };
-            match self.own[a.part as usize] {
-                true => list.push_keyed(a.at, a.tie, a.ev, a.part as usize),
+            let list = if w.lists.is_empty() { &mut self.q } else { &mut w.lists[a.part.index()] };
+            match self.own[a.part.index()] {
+                true => list.push_keyed(a.at, a.tie, a.ev, a.part.index()),
                 false => w.outbox.push(a),
             }
         }

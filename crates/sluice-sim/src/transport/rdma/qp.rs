@@ -36,6 +36,7 @@
 //!   the echoes keep coming until every loss is repaired. ACKs, NACKs and CNPs are control
 //!   packets.
 
+use crate::ids::FlowId;
 use super::{AckPriority, ClassNic, CnpMode, RdmaConfig, RdmaTlt, Recovery, TltMarking};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, Window};
 use crate::context::{Cx, Event, TimerKind};
@@ -328,7 +329,7 @@ impl Requester {
     pub fn open(&mut self, io: &mut Io, cx: &mut Cx) {
         io.activate = true;
         if let Some(iv) = self.cc.tick_interval() {
-            cx.schedule(cx.now + iv, Event::Timer(self.route.flow, TimerKind::CcTick, 0));
+            cx.schedule(cx.now + iv, Event::Timer(FlowId(self.route.flow), TimerKind::CcTick, 0));
         }
     }
 
@@ -451,7 +452,7 @@ impl Requester {
         let low = self.recovery == Recovery::Irn && self.in_flight().div_ceil(self.mtu) <= self.rto_low_packets;
         let at = cx.now + if low { self.rto_low } else { self.rto_high };
         if let Some((t, gen)) = self.rto_timer.arm(at) {
-            cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
+            cx.schedule(t, Event::Timer(FlowId(self.route.flow), TimerKind::Rto, gen));
         }
     }
 
@@ -580,7 +581,7 @@ impl Requester {
         match kind {
             TimerKind::Rto => match self.rto_timer.fire(now, gen) {
                 TimerFire::Stale => {}
-                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(flow, TimerKind::Rto, g)),
+                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(FlowId(flow), TimerKind::Rto, g)),
                 TimerFire::Expired => {
                     if self.done || self.high == self.una {
                         return;
@@ -605,7 +606,7 @@ impl Requester {
                 }
                 self.cc.on_tick(now, &mut self.win);
                 if let Some(iv) = self.cc.tick_interval() {
-                    cx.schedule(now + iv, Event::Timer(flow, TimerKind::CcTick, 0));
+                    cx.schedule(now + iv, Event::Timer(FlowId(flow), TimerKind::CcTick, 0));
                 }
                 io.activate = true;
             }

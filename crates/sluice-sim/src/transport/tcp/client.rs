@@ -4,6 +4,7 @@
 //! closes: its FIN rides on the last data byte, it acknowledges the server's FIN and waits out
 //! TIME_WAIT. It learns of the server only through the server's packets.
 
+use crate::ids::FlowId;
 use super::connection::{IntStacks, Route, State};
 use super::{Segment, Sender, TcpConfig};
 use crate::cc::negotiation::{negotiate, Negotiation, Offer, Support};
@@ -110,7 +111,7 @@ impl TcpClient {
         }
         io.activate = true;
         if let Some(iv) = self.sender.cc.tick_interval() {
-            cx.schedule(cx.now + iv, Event::Timer(self.route.flow, TimerKind::CcTick, 0));
+            cx.schedule(cx.now + iv, Event::Timer(FlowId(self.route.flow), TimerKind::CcTick, 0));
         }
     }
 
@@ -173,7 +174,7 @@ impl TcpClient {
         if s.rto_timer.deadline().is_none() || probe {
             let at = now + s.rtt.rto();
             if let Some((t, gen)) = s.rto_timer.arm(at) {
-                cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
+                cx.schedule(t, Event::Timer(FlowId(self.route.flow), TimerKind::Rto, gen));
             }
         }
         self.arm_probe(cx);
@@ -190,7 +191,7 @@ impl TcpClient {
             return;
         };
         if let Some((t, gen)) = s.tlp.as_mut().and_then(|t| t.timer.arm(cx.now + pto)) {
-            cx.schedule(t, Event::Timer(self.route.flow, TimerKind::LossProbe, gen));
+            cx.schedule(t, Event::Timer(FlowId(self.route.flow), TimerKind::LossProbe, gen));
         }
     }
 
@@ -277,7 +278,7 @@ impl TcpClient {
                     s.rto_timer.cancel();
                 } else if out.una_advanced || s.rto_timer.deadline().is_none() {
                     if let Some((t, gen)) = s.rto_timer.arm(now + s.rtt.rto()) {
-                        cx.schedule(t, Event::Timer(self.route.flow, TimerKind::Rto, gen));
+                        cx.schedule(t, Event::Timer(FlowId(self.route.flow), TimerKind::Rto, gen));
                     }
                 }
                 io.activate |= out.may_send;
@@ -396,7 +397,7 @@ impl TcpClient {
         match kind {
             TimerKind::Rto => match self.sender.rto_timer.fire(now, gen) {
                 TimerFire::Stale => {}
-                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(flow, TimerKind::Rto, g)),
+                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(FlowId(flow), TimerKind::Rto, g)),
                 TimerFire::Expired => {
                     if self.sender.needs_timer() {
                         self.sender.on_timeout(now);
@@ -408,7 +409,7 @@ impl TcpClient {
                 let Some(t) = self.sender.tlp.as_mut() else { return };
                 match t.timer.fire(now, gen) {
                     TimerFire::Stale => {}
-                    TimerFire::Reschedule(at, g) => cx.schedule(at, Event::Timer(flow, TimerKind::LossProbe, g)),
+                    TimerFire::Reschedule(at, g) => cx.schedule(at, Event::Timer(FlowId(flow), TimerKind::LossProbe, g)),
                     TimerFire::Expired => {
                         self.sender.on_probe_timer();
                         io.activate = true;
@@ -422,7 +423,7 @@ impl TcpClient {
                 }
                 s.cc.on_tick(now, &mut s.win);
                 if let Some(iv) = s.cc.tick_interval() {
-                    cx.schedule(now + iv, Event::Timer(flow, TimerKind::CcTick, 0));
+                    cx.schedule(now + iv, Event::Timer(FlowId(flow), TimerKind::CcTick, 0));
                 }
                 io.activate = true;
             }

@@ -4,6 +4,7 @@
 //! on its FIN, and retransmits that FIN until it is acknowledged or it gives up. It learns of
 //! the client only through the client's packets.
 
+use crate::ids::FlowId;
 use super::connection::{Route, State};
 use super::{AckPlan, Receiver, TcpConfig};
 use crate::cc::EcnMode;
@@ -295,7 +296,7 @@ impl TcpServer {
             AckPlan::Delay(at) => {
                 if self.receiver.delack_timer.deadline().is_none() {
                     if let Some((t, gen)) = self.receiver.delack_timer.arm(at) {
-                        cx.schedule(t, Event::Timer(r.flow, TimerKind::DelayedAck, gen));
+                        cx.schedule(t, Event::Timer(FlowId(r.flow), TimerKind::DelayedAck, gen));
                     }
                 }
             }
@@ -313,7 +314,7 @@ impl TcpServer {
     fn arm_fin_timer(&mut self, cx: &mut Cx) {
         let at = cx.now + Time(self.fin_rto.0.saturating_mul(1 << self.fin_tries.min(16)));
         if let Some((t, gen)) = self.fin_timer.arm(at) {
-            cx.schedule(t, Event::Timer(self.route.flow, TimerKind::PeerRto, gen));
+            cx.schedule(t, Event::Timer(FlowId(self.route.flow), TimerKind::PeerRto, gen));
         }
     }
 
@@ -335,7 +336,7 @@ impl TcpServer {
             }
             TimerKind::PeerRto => match self.fin_timer.fire(now, gen) {
                 TimerFire::Stale => {}
-                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(flow, TimerKind::PeerRto, g)),
+                TimerFire::Reschedule(t, g) => cx.schedule(t, Event::Timer(FlowId(flow), TimerKind::PeerRto, g)),
                 TimerFire::Expired => {
                     if self.state != State::LastAck {
                         return;
