@@ -9,6 +9,7 @@ use crate::net::topology::Graph;
 use crate::time::Time;
 use crate::transport::rdma::RdmaTlt;
 use crate::transport::tcp::TcpConfig;
+use crate::workload::kind::Workload;
 use crate::workload::WorkloadContext;
 use crate::world::{Bucketing, WorldSpec, World};
 
@@ -117,22 +118,19 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         seed: sc.sim.seed,
         mss: sc.transport.mss(),
         handshake: sc.transport.handshake,
+        rdma_class: sc.classes.iter().find(|(_, c)| c.transport == ClassTransport::Rdma).map(|(name, _)| name.as_str()),
     };
     let mut flows = Vec::new();
     let mut apps = Vec::new();
     // The workload that makes the most flows, which a refusal for memory names.
     let mut most_made = (0, "workloads".to_string());
+    // The first workload whose flows never end, which then needs a run duration.
+    let mut endless = None;
     for (i, w) in sc.workloads.iter().enumerate() {
         let key = format!("workloads[{i}]");
-        if w.kind == "proxy" {
-            if let Some((name, _)) = sc.classes.iter().find(|(_, c)| c.transport == ClassTransport::Rdma) {
-                return Err(format!(
-                    "{key}.kind: a proxy relays TCP connections, but class \"{name}\" runs on RDMA; use TCP classes with a proxy"
-                ));
-            }
-        }
-        let generated = w.generate(&key, i, &ctx)?;
-        sizes_fit_in_time(&generated.flows, &host_rates, &sc.transport, &key, w)?;
+        let parsed = w.parse(&key, &ctx)?;
+        let generated = parsed.generate(&key, i, ctx.seed)?;
+        sizes_fit_in_time(&generated.flows, &host_rates, &sc.transport, &key, &parsed.workload)?;
         if (flows.len() + generated.flows.len()) as u64 > limits.flows {
             return Err(format!(
                 "{key}: the workloads make {} flows so far, above limits.flows = {}; make fewer or raise the limit",
@@ -143,13 +141,16 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         if generated.flows.len() > most_made.0 {
             most_made = (generated.flows.len(), key.clone());
         }
+        if endless.is_none() && matches!(parsed.workload, Workload::Bulk { size: None, .. }) {
+            endless = Some(i);
+        }
         flows.extend(generated.flows);
         apps.extend(generated.app);
     }
     // Stable: flows starting together keep workload order, so ids are deterministic.
     flows.sort_by_key(|f| f.start);
     if sc.sim.duration.is_none() {
-        if let Some(i) = sc.workloads.iter().position(|w| w.kind == "bulk" && w.size.is_none()) {
+        if let Some(i) = endless {
             return Err(format!("sim.duration: required because workloads[{i}] has endless flows (kind = \"bulk\" without size)"));
         }
     }

@@ -9,7 +9,8 @@ use crate::net::circuit::CircuitParts;
 use crate::net::topology::Graph;
 use crate::time::{Bytes, Time};
 use crate::transport::tcp::TcpConfig;
-use crate::workload::{FlowSpec, WorkloadConfig};
+use crate::workload::kind::Workload;
+use crate::workload::FlowSpec;
 use std::path::Path;
 
 /// The circuit side of an `rdcn` network (absent elsewhere, where a `[circuit]` table is an error).
@@ -134,17 +135,12 @@ pub(super) fn slow_links(graph: &Graph, kind: &str, frame: u64, duration: Time) 
 
 /// A flow's transmission at its sender's rate must end within the representable time, or its
 /// ideal completion time (and slowdown) would be wrong.
-pub(super) fn sizes_fit_in_time(flows: &[FlowSpec], host_rates: &[crate::time::Rate], tcp: &TcpConfig, key: &str, w: &WorkloadConfig) -> Result<(), String> {
+pub(super) fn sizes_fit_in_time(flows: &[FlowSpec], host_rates: &[crate::time::Rate], tcp: &TcpConfig, key: &str, workload: &Workload) -> Result<(), String> {
     for f in flows {
         let (Some(size), Some(&rate)) = (f.size, host_rates.get(f.src)) else { continue };
         let t = rate.tx_time(tcp.wire_bytes_at(size.min(Bytes::INPUT_MAX.0), tcp.mss()));
         if size > Bytes::INPUT_MAX.0 || t.checked_add(f.start).is_none_or(|end| end > Time::INPUT_MAX) {
-            let field = match w.kind.as_str() {
-                "trace" => "file",
-                "flows" => "flows",
-                "poisson" if w.cdf.is_some() => "cdf",
-                _ => "size",
-            };
+            let field = workload.size_key();
             let largest = rate.bytes_in(Time::INPUT_MAX.saturating_sub(f.start)).min(Bytes::INPUT_MAX.0) * 95 / 100;
             return Err(format!(
                 "{key}.{field}: a flow of {size} bytes from host {} starting at {} does not finish sending at {rate} within {}; the largest size that works there is about {largest} bytes",
