@@ -77,3 +77,6 @@ id!(
     PartId(u16)
 );
 
+// The partition each host belongs to, by host.
+indexed_by!(HostId => PartId);
+

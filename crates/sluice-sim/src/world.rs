@@ -191,7 +191,7 @@ impl World {
     /// says, checked in debug builds.
     #[cfg(debug_assertions)]
     fn source_of(&self, ev: Event) -> usize {
-        let of_host = |h: HostId| self.host_part[h.index()].index();
+        let of_host = |h: HostId| self.host_part[h].index();
         let of_port = |p: PortId, far: bool| {
             let port = &self.net.ports[p];
             self.parts.of_node[if far { port.peer_node } else { port.node } as usize].index()

@@ -119,7 +119,7 @@ impl Hosts {
             s.cx.release(&pkt);
             if pkt.has(flags::FIN) && side == Side::Client {
                 if let Some(ack) = flow.time_wait_answer(&pkt, s.cx.now) {
-                    self.nics[h.index()].ctrl.push_back(ack);
+                    self.nics[h].ctrl.push_back(ack);
                     self.nic_send(h, s);
                 }
             }
@@ -241,7 +241,7 @@ impl Hosts {
         if let Some(at) = off.tick(now, &mut resend, &mut gave_up) {
             s.cx.schedule(at, Event::NicTick(h));
         }
-        self.nics[h.index()].ctrl.extend(resend);
+        self.nics[h].ctrl.extend(resend);
         gave_up.into_iter().map(FlowId).collect()
     }
 
@@ -316,7 +316,7 @@ impl Hosts {
         }
         self.job(h, front, cycles, s);
         if let Some(p) = go {
-            self.nics[h.index()].ctrl.push_back(p);
+            self.nics[h].ctrl.push_back(p);
         }
     }
 
@@ -333,7 +333,7 @@ impl Hosts {
     /// Lets host `h`'s NIC put its next packet on the wire.
     #[inline]
     pub fn nic_send(&mut self, h: HostId, s: &mut HostCx) {
-        let nic = &mut self.nics[h.index()];
+        let nic = &mut self.nics[h];
         let port = &mut s.ports[nic.port];
         nic.send(port, s.flows, &mut s.cx);
     }
@@ -380,7 +380,7 @@ impl Hosts {
                 // reaches across partitions sooner than a packet could). The client knows this
                 // from its own configuration; it reads nothing of the server.
                 let at = s.cx.now + Time(flow.base_rtt.0 / 2);
-                s.cx.schedule_to(s.host_part[flow.dst.index()], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
+                s.cx.schedule_to(s.host_part[flow.dst], at, Event::Timer(c.flow, TimerKind::PeerClosed, 0));
             }
             flow.close_end(side);
         }

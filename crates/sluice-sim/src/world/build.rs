@@ -282,7 +282,7 @@ impl World {
     pub(super) fn connect_waiting(&mut self, f: FlowId) {
         let mut fresh = self.record(&self.specs[f.index()], f);
         // A shard keeps only the ends at hosts of its own partitions.
-        let own = |h: HostId| self.own[self.host_part[h.index()].index()];
+        let own = |h: HostId| self.own[self.host_part[h].index()];
         if !own(fresh.src) {
             fresh.client = None;
         }

@@ -69,7 +69,7 @@ impl World {
     pub(super) fn sample_cwnd(&mut self, now: Time) {
         for i in 0..self.cwnd_flows.len() {
             let f = FlowId(self.cwnd_flows[i]);
-            if !self.own[self.host_part[self.src_of(f).index()].index()] {
+            if !self.own[self.host_part[self.src_of(f)].index()] {
                 continue;
             }
             let started = self.specs.get(f.index()).is_none_or(|spec| spec.start <= now);

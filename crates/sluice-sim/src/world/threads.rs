@@ -420,7 +420,7 @@ impl World {
         }
         self.trade_hosts(&mut others, owner);
         // A flow's record is its client's shard's, with the server's share from the server's.
-        let shard_of = |w: &World, h: HostId| owner[w.host_part[h.index()].index()];
+        let shard_of = |w: &World, h: HostId| owner[w.host_part[h].index()];
         let mut server_sides = Vec::new();
         for (r, w) in others.iter_mut().enumerate().map(|(i, w)| (i + 1, w)) {
             for mut record in w.flows.take_records() {

@@ -33,7 +33,7 @@ impl World {
     /// segment (a forged ACK, a stray SYN) for tests and attack studies. It counts as sent.
     pub fn inject(&mut self, h: HostId, pkt: Packet) {
         if self.parts.count > 1 {
-            self.act_as(self.host_part[h.index()].index());
+            self.act_as(self.host_part[h].index());
         }
         self.counters[self.part].packets_sent += 1;
         self.host_arrival(h, pkt, self.clock);
