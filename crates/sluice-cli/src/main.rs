@@ -335,4 +335,9 @@ fn list() {
     println!("               to 2 x kmax, default false), spacing (none, uniform or wait; default none), mean_packet (default 500B)");
     println!("  mark_at      enqueue (default) or dequeue");
     println!("  non_ect      pass (default) or drop: what happens to a packet that is not ECN-capable where one would be marked");
+    println!("link failures ([[failures]], each one link):");
+    println!("  link         the link by its two ends, \"sw0->sw4\"; both directions fail unless one_way = true");
+    println!("  at, until    when it fails (default: from the start) and when it is back (default: never)");
+    println!("  down         true: it loses everything sent on it; or");
+    println!("  rate         the fraction of its rate it keeps, above 0 and below 1 (0.25: the UEC reference's -failed)");
 }

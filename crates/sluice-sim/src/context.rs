@@ -42,6 +42,9 @@ pub enum Event {
     CpuDone(HostId, u16),
     /// A host NIC's offload timer wheel ticks.
     NicTick(HostId),
+    /// A link fails or comes back: the port that sends on it, and the change's place in the
+    /// world's list.
+    LinkChange(PortId, u32),
 }
 
 /// The timers a connection owns.
@@ -94,6 +97,8 @@ pub enum DropReason {
     EcnUnable,
     /// An unimportant packet at a port whose unimportant bytes reached TLT's colour threshold.
     Colour,
+    /// Sent on a link that is down.
+    LinkDown,
 }
 
 /// Packet counters, one set per partition (the run's are their sum, [`Counters::add`]).
@@ -113,6 +118,8 @@ pub struct Counters {
     pub drops_ecn_unable: u64,
     /// Unimportant packets dropped at TLT's colour threshold.
     pub drops_colour: u64,
+    /// Packets sent on a link that was down.
+    pub drops_link_down: u64,
     /// CE marks set by switches.
     pub ecn_marks: u64,
     /// Data segments sent (first transmissions and retransmissions).
@@ -136,6 +143,7 @@ impl Counters {
             drops_ttl,
             drops_ecn_unable,
             drops_colour,
+            drops_link_down,
             ecn_marks,
             data_packets,
             pfc_pauses,
@@ -149,6 +157,7 @@ impl Counters {
         self.drops_ttl += drops_ttl;
         self.drops_ecn_unable += drops_ecn_unable;
         self.drops_colour += drops_colour;
+        self.drops_link_down += drops_link_down;
         self.ecn_marks += ecn_marks;
         self.data_packets += data_packets;
         self.pfc_pauses += pfc_pauses;
@@ -158,7 +167,7 @@ impl Counters {
 
     /// All drops.
     pub fn drops(&self) -> u64 {
-        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable + self.drops_colour
+        self.drops_buffer + self.drops_link_loss + self.drops_ttl + self.drops_ecn_unable + self.drops_colour + self.drops_link_down
     }
 }
 
@@ -259,6 +268,7 @@ impl Cx<'_> {
             DropReason::Ttl => c.drops_ttl += 1,
             DropReason::EcnUnable => c.drops_ecn_unable += 1,
             DropReason::Colour => c.drops_colour += 1,
+            DropReason::LinkDown => c.drops_link_down += 1,
         }
         self.release(pkt);
     }

@@ -19,6 +19,7 @@ use crate::ids::{FlowId, HostId, PartId, PortId};
 use crate::net::capture::Capture;
 use crate::net::circuit::CircuitParts;
 use crate::net::fabric::{Fabric, Role};
+use crate::net::failure::LinkChange;
 use crate::net::link::Flying;
 use crate::net::partition::Partitions;
 use crate::net::port::Port;
@@ -94,6 +95,10 @@ pub struct World {
     flying: Flying,
     /// The circuit schedule of a reconfigurable network.
     circuit: Option<CircuitParts>,
+    /// Links failing and coming back during the run, in the scenario's order; shards share them.
+    link_changes: Arc<[LinkChange]>,
+    /// The scenario has failures (some may have been in effect from the start).
+    has_failures: bool,
     /// Partitions taking turns window by window, each on a list of its own, when a test asks.
     windows: Option<Box<WindowedRun>>,
     /// Which partitions this world runs: all, or (a shard on a thread) its share.
@@ -207,6 +212,7 @@ impl World {
             Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) => of_host(h),
             // Applications keep the fabric one partition.
             Event::AppStart(_) | Event::AppTimer(..) => 0,
+            Event::LinkChange(p, _) => of_port(p, false),
             Event::Sample(_) | Event::End | Event::Circuit => self.global,
         }
     }
@@ -356,6 +362,7 @@ impl World {
                 self.apply_app_io(a, io, now);
             }
             Event::Circuit => self.circuit_day(now),
+            Event::LinkChange(p, i) => self.link_changes[i as usize].apply(&mut self.net.ports[p]),
             Event::Sample(SampleKind::Queues) => self.sample_queues(now),
             Event::Sample(SampleKind::Cwnd) => self.sample_cwnd(now),
         }

@@ -111,6 +111,19 @@ fn bulk_on_a_fat_tree_is_the_same_under_every_schedule() {
 }
 
 #[test]
+fn link_failures_are_the_same_under_every_schedule() {
+    // A link down for a while, one slow from the start and one slowed one way mid-run: each
+    // change is an event of the partition sending on the link.
+    let failures = concat!(
+        "failures=[",
+        "{link=\"sw0->sw8\", at=\"500us\", until=\"1200us\", down=true},",
+        "{link=\"sw3->sw10\", rate=0.25},",
+        "{link=\"sw9->sw5\", one_way=true, at=\"300us\", rate=0.5}]"
+    );
+    same_under_every_schedule("scenarios/websearch_leafspine.toml", &["sim.duration=\"2ms\"", failures], 4);
+}
+
+#[test]
 fn every_log_is_the_same_under_every_schedule() {
     // Capture (cut short, so which packets are kept matters), TCP-INT telemetry rows, window
     // and queue samples, each written by several partitions at the same instants.

@@ -84,7 +84,7 @@ impl TransportBuilder {
         let hash_fwd = flow_hash(src, dst, id, false);
         let hash_rev = flow_hash(dst, src, id, true);
         let class = &self.classes[spec.class];
-        let link_rate = fabric.ports[fabric.host_ports[spec.src]].rate;
+        let link_rate = fabric.ports[fabric.host_ports[spec.src]].built_rate;
         if class.rdma {
             return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate);
         }

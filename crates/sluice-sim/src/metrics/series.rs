@@ -21,7 +21,7 @@ pub fn write_ports_csv(world: &World, out: &mut dyn Write) -> io::Result<()> {
             port_name(world, i as u32),
             world.node_name(p.node).to_string(),
             world.node_name(p.peer_node).to_string(),
-            p.rate.bps().to_string(),
+            p.built_rate.bps().to_string(),
         ])?;
     }
     w.flush()

@@ -163,6 +163,9 @@ pub struct DropCounts {
     pub ecn_unable: u64,
     /// Unimportant packets dropped at TLT's colour threshold.
     pub colour: u64,
+    /// Packets sent on a link that was down (in runs with `[[failures]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_down: Option<u64>,
 }
 
 /// TLT over the run: what senders marked and what switches dropped for colour.
@@ -380,7 +383,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         request_latency_ns,
         classes,
         drops: c.drops(),
-        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable, colour: c.drops_colour },
+        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable, colour: c.drops_colour, link_down: world.has_failures().then_some(c.drops_link_down) },
         ecn_marks: c.ecn_marks,
         timeouts,
         retransmits,

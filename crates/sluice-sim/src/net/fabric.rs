@@ -169,11 +169,11 @@ pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut
 /// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, `hash_rev` back):
 /// propagation both ways, the `frame`'s serialization at each hop after the first (store and
 /// forward), and the `ack_frame`'s at every hop back. A one-packet flow takes exactly this plus
-/// its first serialization.
+/// its first serialization. Rates are as built: a failed link's slowdown is not the flow's ideal.
 pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
     let forward = walk(fabric, src, dst, hash_fwd, |i, port| {
-        port.link.delay + if i == 0 { Time::ZERO } else { port.rate.tx_time(frame) }
+        port.link.delay + if i == 0 { Time::ZERO } else { port.built_rate.tx_time(frame) }
     });
-    let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.rate.tx_time(ack_frame));
+    let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.built_rate.tx_time(ack_frame));
     forward + back
 }

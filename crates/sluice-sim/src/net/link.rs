@@ -17,6 +17,8 @@ pub struct Link {
     pub delay: Time,
     /// Probability that a packet is corrupted and lost on this wire.
     pub loss: f64,
+    /// The link is down: everything sent on it is lost (`net/failure.rs`).
+    pub down: bool,
     /// The link joins two partitions.
     pub cut: bool,
     /// The partition at its far end.

@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod circuit;
 pub mod fabric;
+pub mod failure;
 pub mod link;
 pub mod partition;
 pub mod naming;

@@ -49,6 +49,9 @@ pub struct Port {
     pub discipline: Discipline,
     /// PFC frames waiting for the serializer, sent before any queued packet.
     pub control: VecDeque<Packet>,
+    /// Line rate as built, which a failure's slowdown (`net/failure.rs`) leaves alone: what a
+    /// flow's ideal path and a port's utilization are worked out from, whichever partition asks.
+    pub built_rate: Rate,
 }
 
 /// Transmit rate over a sliding window, from two fixed windows: the current one and the previous
@@ -103,6 +106,7 @@ impl Port {
             peer_node,
             peer_port: u32::MAX,
             rate,
+            built_rate: rate,
             link,
             queue: PortQueue::new(bands),
             discipline: Discipline::default(),
@@ -144,6 +148,10 @@ impl Port {
         self.busy_until = done;
         self.tx_bytes += bytes;
         self.tx_packets += 1;
+        if self.link.down {
+            cx.drop_packet(pkt, DropReason::LinkDown);
+            return;
+        }
         // PFC frames are not lost: the model keeps the pause protocol itself reliable.
         if self.link.loss > 0.0 && !pkt.is_pfc() && cx.rng.loss.gen::<f64>() < self.link.loss {
             cx.drop_packet(pkt, DropReason::LinkLoss);
@@ -183,9 +191,10 @@ impl Port {
         self.tx_bytes.saturating_sub(unsent)
     }
 
-    /// Fraction of line rate used over [0, `over`]: bytes serialized x 8 / (rate x time).
+    /// Fraction of line rate (as built) used over [0, `over`]: bytes serialized x 8 / (rate x
+    /// time).
     pub fn utilization(&self, over: Time) -> f64 {
-        let capacity = self.rate.0 as f64 * over.secs_f64();
+        let capacity = self.built_rate.0 as f64 * over.secs_f64();
         if capacity > 0.0 {
             self.bytes_serialized_by(over) as f64 * 8.0 / capacity
         } else {

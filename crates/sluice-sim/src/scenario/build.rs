@@ -280,6 +280,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(RdmaTlt { every: sc.tlt.every, marking: sc.tlt.rdma_marking })),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64, host_rates.iter().copied().max().unwrap_or(crate::time::Rate(1)))?,
         circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
+        failures: link_failures(sc, graph, &names)?,
         cpu: cpu_config(sc, graph.hosts().len())?,
         offload: offload_config(sc, graph.hosts().len())?,
         classes,

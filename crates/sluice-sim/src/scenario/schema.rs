@@ -5,6 +5,7 @@ use crate::flow::build::IntRuntime;
 use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
 use crate::net::circuit::CircuitConfig;
+use crate::net::failure::FailureConfig;
 use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
@@ -71,6 +72,9 @@ pub struct Scenario {
     /// AccelTCP's NIC offloads of connection setup and teardown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offload: Option<OffloadConfig>,
+    /// Links that fail or slow down, from the start or at a time (`net/failure.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<FailureConfig>,
 }
 
 /// `[pfc]`: IEEE 802.1Qbb priority flow control on every switch (`net/pfc.rs`).

@@ -6,8 +6,11 @@ use crate::flow::build::ClassRuntime;
 use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
 use crate::net::circuit::CircuitParts;
+use crate::ids::PortId;
+use crate::net::failure::LinkChange;
+use crate::net::naming::resolve_ports;
 use crate::net::topology::Graph;
-use crate::time::{Bytes, Time};
+use crate::time::{Bytes, Rate, Time};
 use crate::transport::tcp::TcpConfig;
 use crate::workload::kind::Workload;
 use crate::workload::FlowSpec;
@@ -153,3 +156,40 @@ pub(super) fn sizes_fit_in_time(flows: &[FlowSpec], host_rates: &[crate::time::R
     Ok(())
 }
 
+
+/// `[[failures]]`, checked: each names a link of the topology by its two ends, and one link's
+/// failures do not overlap in time. Returns both directions' changes.
+pub(super) fn link_failures(sc: &Scenario, graph: &Graph, names: &[String]) -> Result<Vec<LinkChange>, String> {
+    if !sc.failures.is_empty() && sc.topology.kind == "rdcn" {
+        return Err("failures: not supported on topology.kind = \"rdcn\", whose uplinks follow the circuit schedule".into());
+    }
+    let mut out = Vec::new();
+    // Each port a failure changes, the time it spans, and the failure.
+    let mut spans: Vec<(PortId, Time, Time, usize)> = Vec::new();
+    for (i, f) in sc.failures.iter().enumerate() {
+        let key = format!("failures[{i}]");
+        let form = "expected a link by its two ends, as \"sw0->sw4\" or \"h3->sw0\"";
+        let Some((a, b)) = f.link.split_once("->") else {
+            return Err(format!("{key}.link: {form}, got \"{}\"", f.link));
+        };
+        let (a, b) = (a.trim(), b.trim());
+        let end = |x: &str, y: &str| -> Result<(PortId, Rate), String> {
+            let port = resolve_ports(names, graph, &format!("{x}->{y}")).map_err(|e| format!("{key}.link: {e}; {form}"))?[0];
+            let node = |n: &str| names.iter().position(|m| m == n);
+            let (x, y) = (node(x), node(y));
+            let link = graph.links.iter().find(|l| (Some(l.a), Some(l.b)) == (x, y) || (Some(l.b), Some(l.a)) == (x, y));
+            Ok((PortId(port), link.expect("a port between them means a link").rate))
+        };
+        let ends = [end(a, b)?, end(b, a)?];
+        let changes = f.changes(&key, ends)?;
+        let (from, to) = (f.at.unwrap_or(Time::ZERO), f.until.unwrap_or(Time::MAX));
+        for c in changes.iter().filter(|c| c.at == from) {
+            if let Some(&(.., j)) = spans.iter().find(|&&(port, since, till, _)| port == c.port && from < till && since < to) {
+                return Err(format!("{key}.link: {a}->{b} already fails in failures[{j}] over part of the same time; give one link's failures separate times"));
+            }
+        }
+        spans.extend(changes.iter().filter(|c| c.at == from).map(|c| (c.port, from, to, i)));
+        out.extend(changes);
+    }
+    Ok(out)
+}

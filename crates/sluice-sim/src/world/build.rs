@@ -14,6 +14,7 @@ use crate::host::telemetry::TelemetryLog;
 use crate::net::capture::{Capture, CaptureSpec};
 use crate::net::circuit::CircuitParts;
 use crate::net::fabric::{Fabric, FabricSpec, PfcFromPorts};
+use crate::net::failure::LinkChange;
 use crate::net::link::Flying;
 use crate::net::partition::Partitions;
 use crate::net::port::Port;
@@ -73,6 +74,8 @@ pub struct WorldSpec {
     pub pfc: Option<PfcSettings>,
     /// The circuit side of a reconfigurable network's ToRs.
     pub circuit: Option<CircuitParts>,
+    /// Links failing and coming back, both directions of each (`net/failure.rs`).
+    pub failures: Vec<LinkChange>,
     /// Hosts with a modelled CPU.
     pub cpu: Option<CpuConfig>,
     /// Hosts whose NIC offloads connection setup and teardown.
@@ -148,6 +151,10 @@ impl World {
         if let Some(o) = p.offload.as_ref().filter(|o| !o.hosts.is_empty()) {
             hosts.offloads = (0..host_count).map(|h| o.hosts.contains(&(h as usize)).then(|| Box::new(Offload::new(h, o, p.seed)))).collect();
         }
+        // A link failed from the start is failed as built; later changes are events.
+        for change in p.failures.iter().filter(|c| c.at == Time::ZERO) {
+            change.apply(&mut net.ports[change.port]);
+        }
         let capture = p.capture.map(|c| {
             let host_ports = net.ports.iter().map(|port| !net.is_switch(port.node)).collect();
             Box::new(Capture::new(c, host_ports))
@@ -196,6 +203,8 @@ impl World {
             hops: HopSlab::default(),
             flying: Flying::default(),
             circuit: p.circuit,
+            has_failures: !p.failures.is_empty(),
+            link_changes: p.failures.iter().filter(|c| c.at > Time::ZERO).copied().collect(),
             windows: None,
             own: vec![true; parts_count],
             shard: None,
@@ -237,6 +246,14 @@ impl World {
             }
             self.act_as(part);
             self.q.push(self.specs[f as usize].start, Event::FlowStart(FlowId(f)));
+        }
+        // Each link change is its sending port's partition's to make.
+        for (i, change) in Arc::clone(&self.link_changes).iter().enumerate() {
+            let part = self.parts.of_node[self.net.ports[change.port].node as usize].index();
+            if self.own[part] {
+                self.act_as(part);
+                self.q.push(change.at, Event::LinkChange(change.port, i as u32));
+            }
         }
         self.act_as(self.global);
         if !self.queue_ports.is_empty() {

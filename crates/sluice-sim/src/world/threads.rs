@@ -219,6 +219,8 @@ impl World {
             hops: HopSlab::default(),
             flying: Flying::default(),
             circuit: self.circuit.clone(),
+            link_changes: Arc::clone(&self.link_changes),
+            has_failures: self.has_failures,
             windows: None,
             own: owner.iter().map(|&o| o == r).collect(),
             shard: Some(r),

@@ -69,6 +69,11 @@ impl World {
         self.seed
     }
 
+    /// The scenario fails links (`[[failures]]`).
+    pub fn has_failures(&self) -> bool {
+        self.has_failures
+    }
+
     /// Every flow, by id (a shard's own, as it met them).
     pub fn flows(&self) -> &[Flow] {
         self.flows.records()
@@ -221,8 +226,8 @@ impl World {
         self.hosts.nics.len()
     }
 
-    /// The host link rate of host `h`.
+    /// The host link rate of host `h`, as built.
     pub fn host_rate(&self, h: u32) -> Rate {
-        self.net.ports[self.net.host_ports[h as usize]].rate
+        self.net.ports[self.net.host_ports[h as usize]].built_rate
     }
 }
