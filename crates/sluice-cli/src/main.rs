@@ -335,6 +335,13 @@ fn list() {
     println!("               to 2 x kmax, default false), spacing (none, uniform or wait; default none), mean_packet (default 500B)");
     println!("  mark_at      enqueue (default) or dequeue");
     println!("  non_ect      pass (default) or drop: what happens to a packet that is not ECN-capable where one would be marked");
+    println!("packet trimming (switch.trim, or per rate or port under switch.rates.\"<rate>\".trim, switch.ports.\"<port>\".trim):");
+    println!("  threshold    trim data once the queue it joins would pass this (at least one full frame); absent: where the buffer would drop it");
+    println!("  header       bytes of a trimmed header (default 64B); it is sent ahead of the port's queue");
+    println!("  header_queue header bytes a port queues at most (default twice the threshold, or twice the port's buffer); past it headers drop");
+    println!("  victim       coin (default: the arrival or the packet queued last, even odds, as the UEC reference) or arrival");
+    println!("  enabled      false turns it off for a rate or port under a switch-wide table");
+    println!("per-packet spraying (classes.<name>.spray = true): each data packet takes an ECMP hash of its own");
     println!("link failures ([[failures]], each one link):");
     println!("  link         the link by its two ends, \"sw0->sw4\"; both directions fail unless one_way = true");
     println!("  at, until    when it fails (default: from the start) and when it is back (default: never)");

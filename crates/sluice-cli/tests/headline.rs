@@ -68,6 +68,8 @@ enum Fig {
     Circuit,
     /// TLT's important packets and colour drops.
     Tlt,
+    /// Packets trimmed to headers.
+    Trim,
     /// TCP-INT echoes.
     Int,
 }
@@ -186,6 +188,14 @@ fn expected(fig: Fig, s: &Value, err: &str, what: &str) -> Vec<String> {
                 format!("{} proactive retransmissions, {} colour drops", u(&t["proactive_retransmissions"]), u(&t["colour_drops"])),
             ]
         }
+        Fig::Trim => {
+            let t = &s["trimming"];
+            assert!(u(&t["trimmed"]) > 0 && u(&t["evicted"]) > 0, "{what}: nothing trimmed: {t}");
+            vec![
+                format!("trimming: {} packets cut to headers as they arrived, {} queued ones cut", u(&t["trimmed"]), u(&t["evicted"])),
+                format!("{} discarded by receivers that take none", u(&t["headers_discarded"])),
+            ]
+        }
         Fig::Int => vec![format!("TCP-INT: {} echoes; path latency p50 ", u(&s["telemetry"]["echoes"]))],
         Fig::Requests | Fig::Flows | Fig::Endless | Fig::Persistent => {
             let classes = class_lines(s);
@@ -232,6 +242,7 @@ const SCENARIOS: &[Case] = &[
     ("fat_tree_bulk", &[], &[Fig::Endless, Fig::Ecn], &["flows 0/", "FCT mean n/a"]),
     ("hpcc_ws320", &["sim.duration=1ms"], &[Fig::Pfc, Fig::Flows], &[]),
     ("incast", &[], &[Fig::Requests, Fig::Flows, Fig::Ecn], &[]),
+    ("incast", &["switch.trim.threshold=\"50KB\""], &[Fig::Trim, Fig::Requests, Fig::Flows], &[]),
     ("opencc_storage", &[], &[Fig::Requests, Fig::Flows, Fig::Endless], &[]),
     ("pfc_incast", &[], &[Fig::Pfc, Fig::Flows], &[]),
     ("quickstart", &[], &[Fig::Flows, Fig::Ecn], &[]),

@@ -76,13 +76,16 @@ fn scenario_text() -> impl Strategy<Value = String> {
         "transport = \"rdma\"\n[rdma]\nrecovery = \"gbn\"\n",
         "transport = \"rdma\"\n[rdma]\nrecovery = \"irn\"\n",
     ]);
-    (topology(), prop::sample::select(algorithms()), any::<u64>(), transport, circuit()).prop_flat_map(|((topo, hosts), cc, seed, transport, circuit)| {
+    // A quarter of them trim at every switch port, and half spray each packet.
+    let trim = prop::sample::select(vec!["", "", "", "[switch.trim]\nthreshold = \"12KB\"\n", "[switch.trim]\nthreshold = \"20KB\"\nvictim = \"arrival\"\n"]);
+    let fabric = (trim, any::<bool>());
+    (topology(), prop::sample::select(algorithms()), any::<u64>(), transport, circuit(), fabric).prop_flat_map(|((topo, hosts), cc, seed, transport, circuit, (trim, spray))| {
         // A circuit network carries TCP only.
         let (transport, circuit) = if topo.contains("rdcn") { ("", circuit) } else { (transport, String::new()) };
         workload(hosts).prop_map(move |w| {
             format!(
                 "[sim]\nduration = \"1ms\"\nseed = {}\n\n[topology]\n{topo}\n\n[switch]\nbuffer = \"1MB\"\n\n\
-                 [switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n\n[classes.default]\ncc = \"{cc}\"\n{transport}\n\
+                 [switch.ecn]\nmode = \"step\"\nk = \"30KB\"\n{trim}\n[classes.default]\ncc = \"{cc}\"\nspray = {spray}\n{transport}\n\
                  [[workloads]]\n{w}\n\n[output.queues]\ninterval = \"20us\"\nports = [\"sw0\"]\n\n\
                  [output.cwnd]\ninterval = \"20us\"\n{circuit}",
                 seed >> 1

@@ -124,6 +124,20 @@ fn link_failures_are_the_same_under_every_schedule() {
 }
 
 #[test]
+fn trimming_and_spraying_are_the_same_under_every_schedule() {
+    // Every switch port trims at 20 KB, its coin drawn from each partition's own stream, and
+    // every flow sprays its packets over the spines, with a spine link down for a while.
+    let trim = ["sim.duration=\"2ms\"", "switch.trim.threshold=\"20KB\"", "classes.default.spray=true", "classes.default.cc=\"cubic\"", "transport.ecn=false"];
+    let failure = "failures=[{link=\"sw0->sw8\", at=\"500us\", until=\"1200us\", down=true}]";
+    let overrides = [&trim[..], &[failure]].concat();
+    let (one, _, _) = outputs("scenarios/websearch_leafspine.toml", &overrides, Schedule::Interleaved);
+    let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
+    let (trimmed, evicted) = (&summary["trimming"]["trimmed"], &summary["trimming"]["evicted"]);
+    assert!(trimmed.as_u64() > Some(100) && evicted.as_u64() > Some(100), "{trimmed} trimmed, {evicted} evicted");
+    same_under_every_schedule("scenarios/websearch_leafspine.toml", &overrides, 4);
+}
+
+#[test]
 fn every_log_is_the_same_under_every_schedule() {
     // Capture (cut short, so which packets are kept matters), TCP-INT telemetry rows, window
     // and queue samples, each written by several partitions at the same instants.

@@ -29,6 +29,8 @@ pub struct ClassRuntime {
     pub fallback: (String, CcFactory),
     /// The class's flows run on RDMA queue pairs instead of TCP.
     pub rdma: bool,
+    /// Each data packet takes an ECMP hash of its own.
+    pub spray: bool,
     /// What its queue pairs' NICs do where sources differ.
     pub nic: ClassNic,
     /// Its parameter changes during the run (`[[events]]`), in time order.
@@ -109,14 +111,14 @@ impl TransportBuilder {
         // The algorithm's T is the path's round trip at full frames of the configured MTU, as
         // the HPCC simulator computes it; the flow's record uses its own first frame.
         let frame_at = |m: u64| self.tcp.frame(spec.size.unwrap_or(m).min(m)) as u64;
-        ctx.base_rtt = self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(mss));
-        let base_rtt = if flow_mss == mss { ctx.base_rtt } else { self.path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame_at(flow_mss)) };
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority, spray: class.spray };
+        ctx.base_rtt = self.path_rtt(fabric, &route, frame_at(mss));
+        let base_rtt = if flow_mss == mss { ctx.base_rtt } else { self.path_rtt(fabric, &route, frame_at(flow_mss)) };
         let mut sender = Sender::new(&self.tcp, spec.size, factory(&ctx));
         if let Some(later) = later {
             sender.schedule_changes(later);
         }
         let offer = crate::cc::negotiation::Offer::of(sender.cc.as_ref(), self.tcp.ecn);
-        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
         let int = IntStacks {
             encoding: self.int.encoding,
             latency_unit: self.int.latency_unit,
@@ -162,11 +164,12 @@ impl TransportBuilder {
         let class = &self.classes[spec.class];
         let (cfg, tlt) = &self.rdma;
         let mtu = cfg.mtu as u64;
-        let full = path_rtt(fabric, src, dst, hash_fwd, hash_rev, cfg.frame(mtu) as u64, cfg.ack_frame() as u64);
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority, spray: class.spray };
+        let rtt = |frame: u64| path_rtt(fabric, src, dst, hash_fwd, hash_rev, route.spray, frame, cfg.ack_frame() as u64);
+        let full = rtt(cfg.frame(mtu) as u64);
         let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None };
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
-        let base_rtt = path_rtt(fabric, src, dst, hash_fwd, hash_rev, first, cfg.ack_frame() as u64);
-        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority };
+        let base_rtt = rtt(first);
         let mut qp = QueuePair::new(cfg, class.nic, *tlt, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
         if !(self.int.host_supports[spec.src] && self.int.host_supports[spec.dst]) {
             // Per-hop records need INT at both ends, as on TCP; there is no handshake to ask.
@@ -183,9 +186,9 @@ impl TransportBuilder {
         flow
     }
 
-    /// The path's round trip at `frame` bytes with TCP's ACK frame.
-    fn path_rtt(&self, fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64) -> Time {
-        path_rtt(fabric, src, dst, hash_fwd, hash_rev, frame, self.tcp.frame(0) as u64)
+    /// The round trip of `route`'s paths at `frame` bytes with TCP's ACK frame.
+    fn path_rtt(&self, fabric: &Fabric, route: &Route, frame: u64) -> Time {
+        path_rtt(fabric, route.src, route.dst, route.hash_fwd, route.hash_rev, route.spray, frame, self.tcp.frame(0) as u64)
     }
 }
 

@@ -99,6 +99,12 @@ pub fn headline(s: &Summary) -> Vec<String> {
             t.counts.important_packets, t.counts.echoes, t.counts.proactive_retransmissions, t.colour_drops
         ));
     }
+    if let Some(t) = &s.trimming {
+        lines.push(format!(
+            "trimming: {} packets cut to headers as they arrived, {} queued ones cut to make room; {} headers dropped at a full header queue, {} discarded by receivers that take none",
+            t.trimmed, t.evicted, t.header_drops, t.headers_discarded
+        ));
+    }
     if let Some(t) = &s.telemetry {
         let mut parts = vec![format!("TCP-INT: {} echoes", t.echoes)];
         if let Some(l) = t.fields.get("path_latency_ns").filter(|h| h.count > 0) {

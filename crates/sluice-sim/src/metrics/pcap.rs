@@ -219,6 +219,20 @@ mod tests {
     }
 
     #[test]
+    fn a_trimmed_packet_is_its_headers_alone_with_the_sequence_number_of_its_data() {
+        let whole = data(2896, 1448);
+        let trimmed = Packet { fabric: crate::packet::fabric::TRIMMED, wire_bytes: 64, ..whole };
+        let (w, wlen) = frame_bytes(&whole).unwrap();
+        let (t, tlen) = frame_bytes(&trimmed).unwrap();
+        assert_eq!(wlen - tlen, 1448, "the payload is gone");
+        assert_eq!(tlen as usize, t.len(), "nothing but headers");
+        assert_eq!(w[38..42], t[38..42], "the same sequence number");
+        assert_eq!(u16::from_be_bytes([t[16], t[17]]) as u32, tlen - 14, "IP total length");
+        let pseudo = [&t[26..34], &[0, 6], &((tlen - 34) as u16).to_be_bytes()[..]].concat();
+        assert_eq!(ones_sum(&[&pseudo, &t[34..]]), 0xffff, "TCP checksum");
+    }
+
+    #[test]
     fn headers_carry_addresses_ports_ecn_ttl_and_lengths() {
         let (f, len) = frame_bytes(&data(0, 1448)).unwrap();
         assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 8]); // host 7

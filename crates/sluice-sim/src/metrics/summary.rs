@@ -166,6 +166,22 @@ pub struct DropCounts {
     /// Packets sent on a link that was down (in runs with `[[failures]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link_down: Option<u64>,
+    /// Trimmed headers dropped at a full header band (in runs where a port trims).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trim_header: Option<u64>,
+}
+
+/// Trimming over the run, where a switch port trims.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrimSummary {
+    /// Data packets a full queue cut to their headers as they arrived.
+    pub trimmed: u64,
+    /// Queued data packets cut to their headers to make room for an arrival (the coin).
+    pub evicted: u64,
+    /// Headers dropped at a full header band.
+    pub header_drops: u64,
+    /// Headers that reached a transport that takes none (TCP, RDMA), which discarded them.
+    pub headers_discarded: u64,
 }
 
 /// TLT over the run: what senders marked and what switches dropped for colour.
@@ -226,6 +242,9 @@ pub struct Summary {
     /// TLT's counts, when the run used TLT.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tlt: Option<TltSummary>,
+    /// Trimming's counts, when a switch port trims.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trimming: Option<TrimSummary>,
     /// Packets hosts put on the wire.
     pub packets_sent: u64,
     /// Data segments sent.
@@ -368,6 +387,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         max: switch_utils.iter().copied().fold(0.0, f64::max),
     };
     let c = world.counters();
+    let trims = world.ports().iter().any(|p| p.discipline.trim.is_some());
     let retransmits = world.flows().iter().map(|f| f.retransmits()).sum();
     let timeouts = world.flows().iter().map(|f| f.timeouts().len() as u64).sum();
     Summary {
@@ -383,7 +403,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         request_latency_ns,
         classes,
         drops: c.drops(),
-        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable, colour: c.drops_colour, link_down: world.has_failures().then_some(c.drops_link_down) },
+        drops_by_reason: DropCounts { buffer: c.drops_buffer, link_loss: c.drops_link_loss, ttl: c.drops_ttl, ecn_unable: c.drops_ecn_unable, colour: c.drops_colour, link_down: world.has_failures().then_some(c.drops_link_down), trim_header: trims.then_some(c.drops_trim_header) },
         ecn_marks: c.ecn_marks,
         timeouts,
         retransmits,
@@ -398,6 +418,12 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
                 TltSummary { counts, colour_drops: c.drops_colour }
             })
         },
+        trimming: trims.then_some(TrimSummary {
+            trimmed: c.trims,
+            evicted: c.trim_evictions,
+            header_drops: c.drops_trim_header,
+            headers_discarded: c.trim_headers_discarded,
+        }),
         packets_sent: c.packets_sent,
         data_packets: c.data_packets,
         utilization,

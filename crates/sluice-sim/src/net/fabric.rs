@@ -8,10 +8,12 @@ use super::link::Link;
 use super::pfc::{Pfc, PfcConfig};
 use super::port::{Port, TxMeter};
 use super::qdisc::{Discipline, SharedBuffer};
+use super::queue::PortQueue;
 use super::routing::{ecmp_pick, Routes};
 use super::switch::{IntStamping, Switch};
 use super::topology::{Graph, NodeKind};
 use crate::time::Time;
+use std::collections::HashMap;
 use std::ops::Range;
 
 /// What a node is, with its index in the matching arena.
@@ -90,11 +92,14 @@ impl Fabric {
             port_base.push(ports.len() as u32);
             for (local, &(li, peer)) in plist.iter().enumerate() {
                 let l = &graph.links[li];
-                let link = Link { delay: l.delay, loss: l.loss, ..Link::default() };
+                let link = Link::new(l.delay, l.loss);
                 let b = if matches!(roles[n], Role::Switch(_)) { bands } else { 1 };
                 let mut port = Port::new(n as u32, local as u16, peer as u32, l.rate, link, b);
                 if let Some(d) = spec.disciplines.get(ports.len()) {
                     port.discipline = *d;
+                    if d.trim.is_some() {
+                        port.queue = PortQueue::with_header_band(b);
+                    }
                 }
                 ports.push(port);
             }
@@ -166,14 +171,42 @@ pub fn walk(fabric: &Fabric, from: u32, to: u32, hash: u32, mut cost: impl FnMut
     total
 }
 
-/// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, `hash_rev` back):
-/// propagation both ways, the `frame`'s serialization at each hop after the first (store and
-/// forward), and the `ack_frame`'s at every hop back. A one-packet flow takes exactly this plus
-/// its first serialization. Rates are as built: a failed link's slowdown is not the flow's ideal.
-pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, frame: u64, ack_frame: u64) -> Time {
-    let forward = walk(fabric, src, dst, hash_fwd, |i, port| {
-        port.link.delay + if i == 0 { Time::ZERO } else { port.built_rate.tx_time(frame) }
-    });
+/// The largest sum of `cost(egress port)` over the equal-cost paths from host `from` to host
+/// `to`, leaving by `first` (its host port): where a flow's packets are sprayed, the path its
+/// slowest packet takes with empty queues.
+pub fn longest_walk(fabric: &Fabric, from: u32, to: u32, first: impl Fn(&Port) -> Time, cost: impl Fn(&Port) -> Time) -> Time {
+    // Longest from each port on, memoized: the paths of a fat tree share most of their ports.
+    fn from_port(fabric: &Fabric, port: usize, to: u32, cost: &dyn Fn(&Port) -> Time, memo: &mut HashMap<usize, Time>, depth: u32) -> Time {
+        if let Some(&t) = memo.get(&port) {
+            return t;
+        }
+        let node = fabric.ports[port].peer_node as usize;
+        let rest = match fabric.roles[node] {
+            Role::Switch(_) if depth < 256 => fabric.routes.next_hops(node, to as usize).iter().fold(Time::ZERO, |most, &local| {
+                let next = fabric.port_base[node] as usize + local as usize;
+                most.max(cost(&fabric.ports[next]) + from_port(fabric, next, to, cost, memo, depth + 1))
+            }),
+            _ => Time::ZERO,
+        };
+        memo.insert(port, rest);
+        rest
+    }
+    let port = fabric.host_ports[from as usize].index();
+    first(&fabric.ports[port]) + from_port(fabric, port, to, &cost, &mut HashMap::new(), 0)
+}
+
+/// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, or with `spray` the
+/// longest of the equal-cost paths; `hash_rev` back): propagation both ways, the `frame`'s
+/// serialization at each hop after the first (store and forward), and the `ack_frame`'s at
+/// every hop back. A one-packet flow takes exactly this plus its first serialization. Rates are
+/// as built: a failed link's slowdown is not the flow's ideal.
+#[allow(clippy::too_many_arguments)]
+pub fn path_rtt(fabric: &Fabric, src: u32, dst: u32, hash_fwd: u32, hash_rev: u32, spray: bool, frame: u64, ack_frame: u64) -> Time {
+    let forward = if spray {
+        longest_walk(fabric, src, dst, |port| port.link.delay, |port| port.link.delay + port.built_rate.tx_time(frame))
+    } else {
+        walk(fabric, src, dst, hash_fwd, |i, port| port.link.delay + if i == 0 { Time::ZERO } else { port.built_rate.tx_time(frame) })
+    };
     let back = walk(fabric, dst, src, hash_rev, |_, port| port.link.delay + port.built_rate.tx_time(ack_frame));
     forward + back
 }

@@ -60,9 +60,9 @@ impl LinkChange {
         match self.to {
             LinkState::Up(rate) => {
                 port.rate = rate;
-                port.link.down = false;
+                port.link.set_down(false);
             }
-            LinkState::Down => port.link.down = true,
+            LinkState::Down => port.link.set_down(true),
         }
     }
 }

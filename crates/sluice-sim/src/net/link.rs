@@ -19,6 +19,9 @@ pub struct Link {
     pub loss: f64,
     /// The link is down: everything sent on it is lost (`net/failure.rs`).
     pub down: bool,
+    /// It may lose what is sent on it: it is down or has a loss probability. One flag, so a
+    /// sound link costs the serializer a single test.
+    pub lossy: bool,
     /// The link joins two partitions.
     pub cut: bool,
     /// The partition at its far end.
@@ -26,6 +29,19 @@ pub struct Link {
     /// Packets on the wire (their places in the `Flying` store) with their arrival times,
     /// earliest first; always empty on a cut link, whose arrival events carry its packets.
     pub in_flight: VecDeque<(Time, u32)>,
+}
+
+impl Link {
+    /// A sound wire of propagation `delay` that loses each packet with probability `loss`.
+    pub fn new(delay: Time, loss: f64) -> Link {
+        Link { delay, loss, lossy: loss > 0.0, ..Link::default() }
+    }
+
+    /// Takes the link down, or brings it back up.
+    pub fn set_down(&mut self, down: bool) {
+        self.down = down;
+        self.lossy = down || self.loss > 0.0;
+    }
 }
 
 /// The packets on the wires, each in a place that stays put while it flies.

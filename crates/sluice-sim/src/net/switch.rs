@@ -17,6 +17,7 @@ use crate::packet::hpcc_int::HopRecord;
 use crate::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt, LAT_MAX};
 use crate::packet::{Caps, Ecn, Packet, CONTROL_PRIO};
 use crate::time::Time;
+use rand::Rng;
 
 /// One switch; its ports are the world's ports `first_port..first_port + n`.
 #[derive(Clone, Debug)]
@@ -158,29 +159,96 @@ impl Switch {
             self.egress(local, pkt, ports, cx);
             return;
         }
+        if pkt.is_trimmed() && port.queue.has_header_band() {
+            self.queue_header(local, pkt, ports, cx);
+            return;
+        }
         let lossless = self.pfc.as_ref().is_some_and(|p| p.cfg.is_lossless(pkt.prio));
         match port.discipline.admit(pkt, &port.queue, &self.buffer, lossless, port.rate, now, &mut cx.rng.ecn) {
             Verdict::Drop(reason) => cx.drop_packet(pkt, reason),
-            Verdict::Queue { ce } => {
-                if ce {
-                    pkt.ecn = Ecn::Ce;
-                    cx.counters.ecn_marks += 1;
-                }
-                if free {
-                    self.egress(local, pkt, ports, cx);
-                    return;
-                }
-                let (len, ingress, prio) = (pkt.wire_bytes as u64, pkt.ingress as usize, pkt.prio);
-                self.buffer.take(len);
-                port.queue.push(*pkt);
-                port.wake_when_free(self.port_id(local), cx);
-                if let (true, Some(pfc)) = (lossless, self.pfc.as_mut()) {
-                    let pause = pfc::pause_time(pfc.cfg.quanta, ports[ingress].rate);
-                    let signal = pfc.on_enqueue(ingress, prio, len, &self.buffer, now, pause);
-                    self.signal_upstream(ingress, signal, ports, cx);
+            Verdict::Queue { ce } => self.queue(local, pkt, ce, free, lossless, ports, cx),
+            Verdict::Trim => self.trim(local, pkt, ports, cx),
+        }
+    }
+
+    /// Queues an admitted packet at local port `local` (or sends it, if the port is `free`),
+    /// CE-marked when `ce`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn queue(&mut self, local: usize, pkt: &mut Packet, ce: bool, free: bool, lossless: bool, ports: &mut [Port], cx: &mut Cx) {
+        if ce {
+            pkt.ecn = Ecn::Ce;
+            cx.counters.ecn_marks += 1;
+        }
+        if free {
+            self.egress(local, pkt, ports, cx);
+            return;
+        }
+        let port = &mut ports[local];
+        let (len, ingress, prio) = (pkt.wire_bytes as u64, pkt.ingress as usize, pkt.prio);
+        self.buffer.take(len);
+        port.queue.push(*pkt);
+        port.wake_when_free(self.port_id(local), cx);
+        if let (true, Some(pfc)) = (lossless, self.pfc.as_mut()) {
+            let pause = pfc::pause_time(pfc.cfg.quanta, ports[ingress].rate);
+            let signal = pfc.on_enqueue(ingress, prio, len, &self.buffer, cx.now, pause);
+            self.signal_upstream(ingress, signal, ports, cx);
+        }
+    }
+
+    /// The data queue at local port `local` is full and the port trims: with even odds (when
+    /// its coin is on) the arrival takes the place of the packet queued last in its band, which
+    /// is trimmed instead, if that packet may be and the arrival then fits; otherwise the
+    /// arrival is trimmed. Either way a header joins the header band.
+    #[cold]
+    fn trim(&mut self, local: usize, pkt: &mut Packet, ports: &mut [Port], cx: &mut Cx) {
+        let port = &mut ports[local];
+        let trim = port.discipline.trim.expect("only a port that trims says Trim");
+        if trim.coin && cx.rng.trim.gen_bool(0.5) {
+            let pfc = self.pfc.as_ref();
+            let lossless = |p: &Packet| pfc.is_some_and(|pfc| pfc.cfg.is_lossless(p.prio));
+            if let Some(mut victim) = port.queue.pop_tail_if(pkt.prio, |v| trim.eligible(v, lossless(v))) {
+                self.buffer.give_back(victim.wire_bytes as u64);
+                let (rate, now) = (port.rate, cx.now);
+                // Judged again with the victim gone: marking sees the queue the arrival joins.
+                match port.discipline.admit(pkt, &port.queue, &self.buffer, false, rate, now, &mut cx.rng.ecn) {
+                    Verdict::Queue { ce } => {
+                        cx.counters.trim_evictions += 1;
+                        trim.cut(&mut victim);
+                        self.queue_header(local, &mut victim, ports, cx);
+                        self.queue(local, pkt, ce, false, false, ports, cx);
+                        return;
+                    }
+                    // The arrival is larger than the victim: the victim stays.
+                    _ => {
+                        self.buffer.take(victim.wire_bytes as u64);
+                        port.queue.push(victim);
+                    }
                 }
             }
         }
+        cx.counters.trims += 1;
+        trim.cut(pkt);
+        self.queue_header(local, pkt, ports, cx);
+    }
+
+    /// A trimmed header joins the header band of local port `local`, ahead of its data, unless
+    /// the band is at its cap or the buffer is full.
+    fn queue_header(&mut self, local: usize, pkt: &mut Packet, ports: &mut [Port], cx: &mut Cx) {
+        let port = &mut ports[local];
+        let len = pkt.wire_bytes as u64;
+        let cap = port.discipline.trim.map_or(0, |t| t.header_cap);
+        if port.queue.header_bytes() + len > cap || self.buffer.used + len > self.buffer.size {
+            cx.drop_packet(pkt, DropReason::TrimHeader);
+            return;
+        }
+        if port.idle(cx.now) && port.queue.is_empty() {
+            self.egress(local, pkt, ports, cx);
+            return;
+        }
+        self.buffer.take(len);
+        port.queue.push_header(*pkt);
+        port.wake_when_free(self.port_id(local), cx);
     }
 
     /// Sends a PAUSE or resume out of local port `ingress`, to the node that feeds it, ahead of
@@ -288,7 +356,7 @@ impl Switch {
             }
             // Data collects records; an ACK's stack is the echo and passes untouched. As in HPCC's
             // switch, txBytes excludes this packet and qlen is what stays queued behind it.
-            if let (Some(h), true) = (pkt.hops, pkt.payload > 0) {
+            if let (Some(h), true) = (pkt.hops, pkt.payload > 0 && !pkt.is_trimmed()) {
                 let rec = HopRecord { qlen: port.queue.bytes(), tx_bytes: port.tx_bytes, ts: now, rate: port.rate };
                 cx.hops.push(h, rec);
             }

@@ -45,6 +45,13 @@ pub mod flags {
     pub const REVERSE: u8 = 1 << 7;
 }
 
+/// Bits the fabric sets on a packet (`Packet::fabric`).
+pub mod fabric {
+    /// A switch cut the packet to its header (`net/qdisc/trim.rs`): its payload is gone, its
+    /// sequence number and length say which data it carried.
+    pub const TRIMMED: u8 = 1 << 0;
+}
+
 /// The negotiation bits a SYN and its SYN-ACK carry (the open CC draft's in-band negotiation):
 /// what the sender proposes, what the switches on the path offer, what the receiver supports. On
 /// the wire they are a TCP option (`docs/pcap.md`).
@@ -210,6 +217,8 @@ pub struct Packet {
     /// The TCP checksum a NIC that rewrote the header carries, updated incrementally; 0: the
     /// frame's own, as its sender computed it (a carried 0 is recomputed, to the same value).
     pub csum: u16,
+    /// What the fabric did to the packet (`fabric::*`).
+    pub fabric: u8,
 }
 
 impl Packet {
@@ -229,6 +238,12 @@ impl Packet {
     #[inline]
     pub fn is_pfc(&self) -> bool {
         self.has(flags::PFC)
+    }
+
+    /// True for a data packet a switch cut to its header.
+    #[inline]
+    pub fn is_trimmed(&self) -> bool {
+        self.fabric & fabric::TRIMMED != 0
     }
 
     /// True for packets that travel from the flow's sender to its receiver.
@@ -259,6 +274,6 @@ mod tests {
     #[test]
     fn packet_value_stays_small() {
         // Packets are moved by value through queues; keep them within two cache lines.
-        assert!(std::mem::size_of::<Packet>() <= 128, "{}", std::mem::size_of::<Packet>());
+        assert_eq!(std::mem::size_of::<Packet>(), 128);
     }
 }

@@ -222,7 +222,10 @@ pub fn build(pkt: &Packet, out: &mut Vec<u8>) -> io::Result<u32> {
     let tcp_header = TCP_BASE + opt_len;
     out[tcp + 12] = ((tcp_header / 4) as u8) << 4;
 
-    let tcp_len = tcp_header + pkt.payload as usize;
+    // A trimmed packet is its headers alone on the wire; its sequence number still names the
+    // data it carried.
+    let payload = if pkt.is_trimmed() { 0 } else { pkt.payload as usize };
+    let tcp_len = tcp_header + payload;
     let ip_len = IP_HEADER + tcp_len;
     let ip_len16 = u16::try_from(ip_len).map_err(|_| {
         io::Error::new(

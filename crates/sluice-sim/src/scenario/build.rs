@@ -103,6 +103,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
             priority: c.config.priority,
             fallback: (c.fallback.to_string(), c.fallback_factory),
             rdma: c.config.transport == ClassTransport::Rdma,
+            spray: c.config.spray,
             nic: sc.rdma.class_nic(c.nic),
             name: c.name,
         })

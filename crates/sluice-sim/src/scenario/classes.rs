@@ -34,6 +34,10 @@ pub struct ClassConfig {
     /// `[rdma]`).
     #[serde(default)]
     pub transport: ClassTransport,
+    /// Each data packet takes an ECMP hash of its own (per-packet entropy), so switches spray
+    /// the class's flows over every equal-cost path instead of pinning each flow to one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spray: bool,
 }
 
 /// The transport of a class's flows.
@@ -109,6 +113,7 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
             fallback: None,
             matches: None,
             transport: ClassTransport::Tcp,
+            spray: false,
         };
         table.insert(0, ("default".into(), default));
     }
@@ -136,6 +141,9 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
             }
             Side::Host if c.transport == ClassTransport::Rdma => {
                 return Err(format!("classes.{name}.transport: the host agent selects TCP congestion control; \"rdma\" classes run only in the simulator"));
+            }
+            Side::Host if c.spray => {
+                return Err(format!("classes.{name}.spray: a Linux host keeps each connection on one path; per-packet spraying runs only in the simulator"));
             }
             _ => {}
         }

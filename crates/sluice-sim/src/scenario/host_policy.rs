@@ -341,6 +341,8 @@ mod tests {
         assert!(e.starts_with("p.toml:7: permits.latency_sensitiv: unknown intent") && e.contains("did you mean `latency_sensitive`"), "{e}");
         let e = error("[classes.q]\ncc = \"cubic\"\n[permits]\ndeadline = [\"a\"]\n");
         assert!(e.starts_with("p.toml:4: permits.deadline: no policy.deadline"), "{e}");
+        let e = error("[classes.q]\ncc = \"cubic\"\nspray = true\n");
+        assert!(e.starts_with("p.toml:3: classes.q.spray: a Linux host keeps each connection on one path"), "{e}");
         let e = error("versoin = 2\n");
         assert!(e.starts_with("p.toml:1:") && e.contains("did you mean `version`"), "{e}");
     }

@@ -6,7 +6,7 @@ use crate::host::cpu::CpuConfig;
 use crate::host::offload::OffloadConfig;
 use crate::net::circuit::CircuitConfig;
 use crate::net::failure::FailureConfig;
-use crate::net::qdisc::{Discipline, EcnConfig, PortConfig};
+use crate::net::qdisc::{Discipline, EcnConfig, PortConfig, TrimConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::transport::rdma::RdmaConfig;
@@ -435,6 +435,9 @@ pub struct SwitchConfig {
     pub rates: BTreeMap<String, PortConfig>,
     /// Per named port ("sw0->h1"): ECN and a queue limit, over the per-rate entries.
     pub ports: BTreeMap<String, PortConfig>,
+    /// Packet trimming at every switch port, unless a rate or port entry replaces it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trim: Option<TrimConfig>,
 }
 
 impl Default for SwitchConfig {
@@ -446,6 +449,7 @@ impl Default for SwitchConfig {
             ecn: EcnConfig { mode: "off".into(), ..EcnConfig::default() },
             rates: BTreeMap::new(),
             ports: BTreeMap::new(),
+            trim: None,
         }
     }
 }
@@ -482,6 +486,7 @@ impl SwitchConfig {
                 let rate = graph.links[li].rate;
                 let mut d = default;
                 let mut colour = tlt.threshold.map(|b| (b.0, "tlt.threshold".to_string()));
+                let mut trim = self.trim.clone().map(|t| (t, "switch.trim".to_string()));
                 let mut apply = |cfg: &PortConfig, prefix: String| -> Result<(), String> {
                     if let Some(ecn) = &cfg.ecn {
                         d = ecn.discipline(&format!("{prefix}.ecn"), d.limit)?;
@@ -491,6 +496,9 @@ impl SwitchConfig {
                     }
                     if let Some(b) = cfg.tlt_threshold {
                         colour = Some((b.0, format!("{prefix}.tlt_threshold")));
+                    }
+                    if let Some(t) = &cfg.trim {
+                        trim = Some((t.clone(), format!("{prefix}.trim")));
                     }
                     Ok(())
                 };
@@ -516,6 +524,13 @@ impl SwitchConfig {
                         }
                     };
                     d.colour = Some(crate::net::qdisc::ColourThreshold { bytes });
+                }
+                if let Some((t, key)) = trim {
+                    let port = format!("{}->{}", names[n], names[peer]);
+                    d.trim = t.trim(&key, &port, d.limit, frame)?;
+                    if d.trim.is_some() && tlt.enabled {
+                        return Err(format!("{key}: trimming cannot be combined with TLT's colour-aware dropping (tlt.enabled) at port {port}"));
+                    }
                 }
                 out.push(d);
             }

@@ -1,18 +1,21 @@
 //! Queue disciplines: what a switch port does with an arriving packet. TLT's colour-aware dropping
 //! comes first, then admission into the shared buffer (drop-tail with the Broadcom dynamic
 //! threshold, plus an optional per-port limit), then ECN marking (DCTCP's step or RED with ns-3's
-//! semantics). Each mechanism is a file; a port composes them in [`Discipline`], configured per
+//! semantics); where admission fails, a port that trims cuts the packet to its header instead of
+//! dropping it. Each mechanism is a file; a port composes them in [`Discipline`], configured per
 //! port, per link rate, or switch-wide.
 
 mod colour;
 mod dynamic_threshold;
 mod ecn_step;
 mod red;
+mod trim;
 
 pub use colour::ColourThreshold;
 pub use dynamic_threshold::SharedBuffer;
 pub use ecn_step::EcnStep;
 pub use red::{Red, RedDecision, RedParams, Spacing};
+pub use trim::{Trim, TrimConfig};
 
 use crate::context::DropReason;
 use crate::net::queue::PortQueue;
@@ -50,6 +53,9 @@ pub enum Verdict {
     },
     /// Drop it.
     Drop(DropReason),
+    /// No room, at a port that trims: cut a data packet to its header (the arrival, or by the
+    /// port's coin the packet queued last) rather than drop it.
+    Trim,
 }
 
 /// One port's discipline: its colour threshold, its admission limit and its marking.
@@ -66,13 +72,15 @@ pub struct Discipline {
     pub drop_non_ect: bool,
     /// Mark as a packet leaves, by the queue it leaves behind, rather than as it arrives.
     pub mark_on_dequeue: bool,
+    /// Trim rather than drop (last: only a full queue reads it).
+    pub trim: Option<Trim>,
 }
 
 impl Discipline {
     /// Decides for `pkt` arriving at `now` to a port holding `queue`; `rng` draws RED's coin. A
     /// `lossless` packet (PFC's priority) is held back upstream instead, so only a full buffer
     /// drops it.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn admit(
         &mut self,
@@ -94,8 +102,10 @@ impl Discipline {
         } else {
             self.limit.is_none_or(|l| queue.bytes() + len <= l) && buffer.admits(band_bytes, len)
         };
-        if !room {
-            return Verdict::Drop(DropReason::Buffer);
+        if !room || self.trim.is_some_and(|t| !t.under_threshold(band_bytes, len)) {
+            if let Some(v) = self.full(pkt, lossless, room) {
+                return v;
+            }
         }
         let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
         let capable = pkt.ecn == Ecn::Ect || ecn_unable;
@@ -122,6 +132,18 @@ impl Discipline {
         }
     }
 
+    /// A packet the buffer has no `room` for, or past a trimming threshold: trimmed if it may
+    /// be, else dropped for want of room. What may not be trimmed (ACKs, lossless traffic) is
+    /// admitted past a threshold by the buffer alone (`None`).
+    #[cold]
+    fn full(&self, pkt: &Packet, lossless: bool, room: bool) -> Option<Verdict> {
+        match self.trim {
+            Some(t) if t.eligible(pkt, lossless) => Some(Verdict::Trim),
+            _ if !room => Some(Verdict::Drop(DropReason::Buffer)),
+            _ => None,
+        }
+    }
+
     /// Whether marks are decided as packets leave.
     #[inline]
     pub fn marks_on_dequeue(&self) -> bool {
@@ -132,7 +154,8 @@ impl Discipline {
     /// judged on the bytes that stay in its band (the HPCC simulator's switches mark at dequeue,
     /// `SwitchNode::SwitchNotifyDequeue`).
     pub fn mark_departing(&mut self, pkt: &Packet, queue: &PortQueue, rate: Rate, now: Time, rng: &mut impl Rng) -> bool {
-        if pkt.ecn != Ecn::Ect {
+        // A header is never marked: a mark it met before it was trimmed stays.
+        if pkt.ecn != Ecn::Ect || pkt.is_trimmed() {
             return false;
         }
         let band_bytes = queue.band_bytes(pkt.prio);
@@ -280,6 +303,7 @@ impl EcnConfig {
             marking: self.marking(prefix)?,
             drop_non_ect: self.drops_non_ect(prefix)?,
             mark_on_dequeue: self.marks_on_dequeue(prefix)?,
+            trim: None,
         })
     }
 }
@@ -295,6 +319,9 @@ pub struct PortConfig {
     pub buffer: Option<Bytes>,
     /// TLT's colour threshold for these ports, over `tlt.threshold`.
     pub tlt_threshold: Option<Bytes>,
+    /// Trimming at these ports (replaces `[switch.trim]` as a whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim: Option<TrimConfig>,
 }
 
 #[cfg(test)]
@@ -406,6 +433,7 @@ mod tests {
                     assert_eq!((reason, colour), (DropReason::Colour, Colour::Unimportant));
                     dropped += 1;
                 }
+                Verdict::Trim => panic!("no port here trims"),
             }
             assert!(q.unimportant_bytes() < threshold, "{} unimportant bytes queued", q.unimportant_bytes());
             most = most.max(q.bytes());

@@ -84,6 +84,8 @@ enum Marking {
 /// The sending end of a queue pair.
 pub struct Requester {
     route: Route,
+    /// Data packets sent, which a sprayed flow's entropy counts by.
+    sprayed: u32,
     recovery: Recovery,
     mtu: u64,
     /// Bytes the flow sends (`u64::MAX` for an endless flow).
@@ -204,6 +206,7 @@ impl QueuePair {
         let echoes = matches!(marking, Some(Marking::Window(_)));
         let requester = Requester {
             route,
+            sprayed: 0,
             recovery: cfg.recovery,
             mtu,
             size: size.unwrap_or(u64::MAX),
@@ -427,7 +430,7 @@ impl Requester {
             Some(Marking::Rate(r)) => r.colour(last),
             Some(Marking::Window(w)) => w.colour_data(seq, seq + len, last, false),
         });
-        let pkt = Packet {
+        let mut pkt = Packet {
             seq,
             payload: len as u32,
             wire_bytes: self.frame_overhead + len as u32,
@@ -438,6 +441,10 @@ impl Requester {
             hops: self.hop_records.then(|| cx.hops.alloc()),
             ..self.route.forward()
         };
+        if self.route.spray {
+            pkt.hash = self.route.entropy(self.sprayed);
+            self.sprayed = self.sprayed.wrapping_add(1);
+        }
         cx.counters.data_packets += 1;
         self.pace_next = now + self.rate().tx_time(pkt.wire_bytes as u64);
         self.last_tx = now;
@@ -783,7 +790,7 @@ mod tests {
 
     fn qp(recovery: Recovery, size: u64, mode: EcnMode) -> QueuePair {
         let cfg = RdmaConfig { recovery, ..RdmaConfig::default() };
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
         QueuePair::new(&cfg, ClassNic::default(), None, route, Some(size), Box::new(Fixed(0, mode)), Rate::gbps(25), 100_000)
     }
 
@@ -888,7 +895,7 @@ mod tests {
     #[test]
     fn tlt_marks_the_last_packet_the_first_retransmission_and_every_nth() {
         let cfg = RdmaConfig::default();
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
         let mut b = Bench::new();
         let mut q = QueuePair::new(
             &cfg,
@@ -919,7 +926,7 @@ mod tests {
     /// A queue pair of `recovery` that marks for TLT as `marking`.
     fn tlt_qp(recovery: Recovery, marking: TltMarking, size: u64) -> QueuePair {
         let cfg = RdmaConfig { recovery, ..RdmaConfig::default() };
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
         let tlt = Some(RdmaTlt { every: 0, marking });
         QueuePair::new(&cfg, ClassNic::default(), tlt, route, Some(size), Box::new(Fixed(0, EcnMode::Off)), Rate::gbps(25), 100_000)
     }
@@ -996,7 +1003,7 @@ mod tests {
         let mut b = Bench::new();
         let nic = ClassNic { cnp: CnpMode::EveryAck, ack_priority: AckPriority::Control };
         let cfg = RdmaConfig::default();
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3, spray: false };
         let mut q = QueuePair::new(&cfg, nic, None, route, Some(1_000_000), Box::new(Fixed(0, EcnMode::Classic)), Rate::gbps(25), 100_000);
         let mut flagged = 0;
         for i in 0..10u64 {
@@ -1020,7 +1027,7 @@ mod tests {
     fn acks_stay_in_their_class_queue_by_default() {
         let mut b = Bench::new();
         let cfg = RdmaConfig::default();
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 3, spray: false };
         let mut q = QueuePair::new(&cfg, ClassNic::default(), None, route, Some(10_000), Box::new(Fixed(0, EcnMode::Classic)), Rate::gbps(25), 100_000);
         let p = Packet { seq: 0, payload: 1000, ecn: Ecn::Ce, ..Packet::default() };
         let io = deliver(&mut b, &mut q, Side::Server, &p);

@@ -51,6 +51,8 @@ pub struct TcpClient {
     ctrl_colour: Colour,
     /// The copy of the SYN cookie the SYN-ACK carried, echoed on the client's segments.
     cookie: u32,
+    /// Data packets sent, which a sprayed flow's entropy counts by.
+    sprayed: u32,
 }
 
 /// What a client in TIME_WAIT keeps (Linux's timewait mini-socket): enough to acknowledge a
@@ -78,6 +80,7 @@ impl TcpClient {
             handshake: cfg.handshake,
             time_wait: cfg.time_wait,
             bare_frame: cfg.frame(0),
+            sprayed: 0,
             time_wait_since: None,
             ctrl_colour: if cfg.tlt { Colour::Control } else { Colour::Unimportant },
             cookie: 0,
@@ -197,6 +200,7 @@ impl TcpClient {
 
     /// Turns a sender's segment into a packet: options, the ECN codepoint, negotiation bits.
     fn segment_packet(&mut self, seg: Segment, cx: &mut Cx) -> Packet {
+        let hash = if self.route.spray && seg.len > 0 { self.entropy() } else { self.route.hash_fwd };
         let s = &self.sender;
         let int = s.int_enabled().then(TcpInt::default);
         let mut wire_bytes = self.bare_frame + seg.len as u32 + if int.is_some() { crate::packet::tcp_int::LEN as u32 } else { 0 };
@@ -233,8 +237,17 @@ impl TcpClient {
             caps,
             cookie: self.cookie,
             colour: seg.colour,
+            hash,
             ..self.route.forward()
         }
+    }
+
+    /// A sprayed flow's next data packet's ECMP hash.
+    #[cold]
+    fn entropy(&mut self) -> u32 {
+        let n = self.sprayed;
+        self.sprayed = n.wrapping_add(1);
+        self.route.entropy(n)
     }
 
     /// Takes a packet from the server; `io.closed` if that closed the client.

@@ -58,9 +58,19 @@ pub struct Route {
     pub hash_rev: u32,
     /// Switch priority queue.
     pub prio: u8,
+    /// Each data packet from the client takes a hash of its own, so switches spread the flow's
+    /// packets over every equal-cost path.
+    pub spray: bool,
 }
 
 impl Route {
+    /// The ECMP hash of a sprayed flow's `n`th data packet from the client: one for each
+    /// packet (a retransmission counts anew, so it takes a path of its own too).
+    #[inline]
+    pub fn entropy(&self, n: u32) -> u32 {
+        self.hash_fwd ^ n.wrapping_mul(0x9E37_79B9)
+    }
+
     /// A packet from the client to the server: addresses, ECMP hash, priority, a fresh TTL.
     #[inline]
     pub fn forward(&self) -> Packet {
@@ -165,7 +175,7 @@ mod tests {
         let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None };
         let reno = crate::cc::factory("newreno", &toml::Table::new()).unwrap();
         let sender = Sender::new(&cfg, Some(size), reno(&ctx));
-        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0 };
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
         let int = IntStacks { encoding: IntEncoding::default(), latency_unit: Time(1000), server: false };
         let offer = Offer { needs_int: false, needs_ecn: false, needs_hop_records: false };
         let proposal = Proposal { offer, local_int: false, fallback: (reno, ctx), int_all_flows: false };
