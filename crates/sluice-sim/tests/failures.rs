@@ -4,9 +4,7 @@
 
 mod common;
 use common::run_text;
-use sluice_sim::scenario;
 use sluice_sim::time::Time;
-use std::path::Path;
 
 /// One 10 MB DCTCP flow across a dumbbell whose 10 Gb/s core link (sw0->sw1) is the bottleneck.
 const ONE_FLOW: &str = r#"
@@ -78,16 +76,7 @@ fn a_link_down_from_the_start_loses_every_packet_and_the_summary_counts_them() {
 }
 
 fn refusal(failure: &str) -> String {
-    let text = format!("{ONE_FLOW}\n[[failures]]\n{failure}\n");
-    // Bad keys are refused as the file is read (with its line), bad values as it is built.
-    let loaded = match scenario::parse(&text, "f.toml", Path::new("."), &[]) {
-        Ok(loaded) => loaded,
-        Err(e) => return e.to_string(),
-    };
-    match scenario::build(&loaded) {
-        Ok(_) => panic!("accepted: {failure}"),
-        Err(e) => e.to_string(),
-    }
+    common::refusal(&format!("{ONE_FLOW}\n[[failures]]\n{failure}\n"), "f.toml")
 }
 
 #[test]

@@ -4,11 +4,10 @@
 //! spread evenly over equal-cost paths with its ideal taken on the longest.
 
 mod common;
-use common::run_text;
+use common::{refusal, run_text};
 use sluice_sim::scenario;
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
-use std::path::Path;
 
 /// Eight CUBIC senders without ECN into one receiver across a 10 Gb/s core link: the core port
 /// of sw0 fills and overflows.
@@ -90,17 +89,6 @@ fn lossless_traffic_is_never_trimmed() {
     assert!(c.pfc_pauses > 0, "{c:?}");
 }
 
-fn refusal(text: &str) -> String {
-    let loaded = match scenario::parse(text, "t.toml", Path::new("."), &[]) {
-        Ok(loaded) => loaded,
-        Err(e) => return e.to_string(),
-    };
-    match scenario::build(&loaded) {
-        Ok(_) => panic!("accepted"),
-        Err(e) => e.to_string(),
-    }
-}
-
 #[test]
 fn trimming_that_cannot_work_is_refused_at_its_key() {
     let cases = [
@@ -119,7 +107,7 @@ fn trimming_that_cannot_work_is_refused_at_its_key() {
         ("[switch.trim]\ntreshold = \"30KB\"", "t.toml:27: switch.trim.treshold: unknown field `treshold`, expected one of `enabled`, `header`, `threshold`, `header_queue`, `victim`; did you mean `threshold`?"),
     ];
     for (extra, expected) in cases {
-        let e = refusal(&format!("{INCAST}\n{extra}\n"));
+        let e = refusal(&format!("{INCAST}\n{extra}\n"), "t.toml");
         assert!(e.contains(expected), "{extra}:\n{e}");
     }
 }

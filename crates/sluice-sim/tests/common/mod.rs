@@ -29,3 +29,16 @@ pub fn run_file(rel: &str, overrides: &[&str]) -> World {
 
 /// Wire bytes of one full-size frame at MTU 1500 (payload, TCP+timestamps, IP, Ethernet framing).
 pub const FRAME: f64 = 1538.0;
+
+/// What a scenario given as TOML text (read as file `name`) is refused with: as it is read (a bad
+/// key, with its line) or as it is built (a bad value). Panics if it is accepted.
+pub fn refusal(text: &str, name: &str) -> String {
+    let loaded = match scenario::parse(text, name, Path::new("."), &[]) {
+        Ok(loaded) => loaded,
+        Err(e) => return e.to_string(),
+    };
+    match scenario::build(&loaded) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
