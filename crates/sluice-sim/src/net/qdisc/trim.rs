@@ -24,11 +24,11 @@ pub struct Trim {
 }
 
 impl Trim {
-    /// Whether `pkt` may be trimmed: data, not trimmed yet, and not of the control priority or a
-    /// lossless one (PFC holds those upstream instead).
+    /// Whether `pkt` may be trimmed: data (so not a PFC frame or a pure ACK), not trimmed yet,
+    /// and not of the control priority or a lossless one (PFC holds those upstream instead).
     #[inline]
     pub fn eligible(&self, pkt: &Packet, lossless: bool) -> bool {
-        pkt.payload > 0 && !pkt.is_trimmed() && pkt.prio != CONTROL_PRIO && !pkt.is_pfc() && !lossless
+        pkt.payload > 0 && !pkt.is_trimmed() && pkt.prio != CONTROL_PRIO && !lossless
     }
 
     /// Whether a data band holding `band_bytes` may take `len` more under the threshold.
