@@ -7,6 +7,7 @@
 pub mod pacer;
 pub mod rdma;
 pub mod tcp;
+pub mod uet;
 
 use crate::cc::negotiation::Negotiation;
 use crate::cc::{CongestionControl, Window};
