@@ -342,6 +342,16 @@ fn list() {
     println!("  victim       coin (default: the arrival or the packet queued last, even odds, as the UEC reference) or arrival");
     println!("  enabled      false turns it off for a rate or port under a switch-wide table");
     println!("per-packet spraying (classes.<name>.spray = true): each data packet takes an ECMP hash of its own");
+    println!("the Ultra Ethernet transport (classes.<name>.transport = \"uet\", with cc = \"nscc\" or \"constant\"; settings in [uet]):");
+    println!("  mtu          packet bytes with the 64-byte UET header (default 4150)");
+    println!("  framing      Ethernet framing bytes each packet adds on the wire (default 38; 0 counts as the UEC reference does)");
+    println!("  sack_threshold  the receiver acknowledges at least every this many bytes (default 16384B)");
+    println!("  load_balancing_algo  oblivious, bitmap, reps (needs trimming), reps_legacy or mixed (default): how each packet's entropy is chosen");
+    println!("  paths        entropy values a flow spreads over, a power of two (default 64; 1 pins a flow to one path)");
+    println!("  rto          retransmission timeout (default auto: 15us plus six trimming thresholds at line rate)");
+    println!("  network_rtt  the round trip NSCC scales by (default auto: one packet out and one ACK back on the longest path)");
+    println!("  accurate_base_rtt  true starts each flow's NSCC at its own pair's longest round trip (default false)");
+    println!("  timeout_feedback   unknown (default: a timeout penalises entropy 0, as the reference) or packet (the lost packet's)");
     println!("link failures ([[failures]], each one link):");
     println!("  link         the link by its two ends, \"sw0->sw4\"; both directions fail unless one_way = true");
     println!("  at, until    when it fails (default: from the start) and when it is back (default: never)");

@@ -392,7 +392,7 @@ fn rdma_settings_are_refused_at_their_keys() {
     );
     refused("[rdma]\nrecovery = \"irn\"\nrto_low = \"1ms\"\n", &[], &["rdma.rto_low", "at most rdma.rto (320us)"]);
     refused("[rdma]\nack_interval = 0\n", &[], &["rdma.ack_interval", "at least 1"]);
-    refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"roce\"\n", &[], &["classes.r.transport", "expected `tcp` or `rdma`"]);
+    refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"roce\"\n", &[], &["classes.r.transport", "expected one of `tcp`, `rdma`, `uet`"]);
     refused("[classes.r]\ncc = \"dcqcn\"\ntransport = \"rdma\"\nparams = { g = 2.0 }\n", &[], &["classes.r.params.g", "(0, 1]"]);
     refused("[classes.r]\ncc = \"timely\"\ntransport = \"rdma\"\nparams = { t_high = \"10us\" }\n", &[], &["t_high", "more than t_low (50us)"]);
 }

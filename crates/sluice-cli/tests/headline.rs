@@ -70,6 +70,8 @@ enum Fig {
     Tlt,
     /// Packets trimmed to headers.
     Trim,
+    /// The Ultra Ethernet transport's counts.
+    Uet,
     /// TCP-INT echoes.
     Int,
 }
@@ -196,6 +198,11 @@ fn expected(fig: Fig, s: &Value, err: &str, what: &str) -> Vec<String> {
                 format!("{} discarded by receivers that take none", u(&t["headers_discarded"])),
             ]
         }
+        Fig::Uet => {
+            let t = &s["uet"];
+            assert!(u(&t["nacks"]) > 0 && u(&t["rtx"]) > 0, "{what}: no NACKs: {t}");
+            vec![format!("UET: {} new packets, {} resent; {} ACKs, {} NACKs", u(&t["new"]), u(&t["rtx"]), u(&t["acks"]), u(&t["nacks"]))]
+        }
         Fig::Int => vec![format!("TCP-INT: {} echoes; path latency p50 ", u(&s["telemetry"]["echoes"]))],
         Fig::Requests | Fig::Flows | Fig::Endless | Fig::Persistent => {
             let classes = class_lines(s);
@@ -253,6 +260,7 @@ const SCENARIOS: &[Case] = &[
     ("tlt_incast", &[], &[Fig::Tlt, Fig::Requests, Fig::Flows], &["M/s)"]),
     ("tlt_leafspine", &["sim.duration=5ms"], &[Fig::Tlt, Fig::Flows], &[]),
     ("tlt_rdma", &["sim.duration=2ms"], &[Fig::Tlt, Fig::Flows], &[]),
+    ("uet_incast", &[], &[Fig::Uet, Fig::Trim, Fig::Flows], &[]),
     ("websearch_leafspine", &[], &[Fig::Flows, Fig::Ecn], &[]),
 ];
 

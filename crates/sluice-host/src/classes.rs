@@ -181,7 +181,7 @@ struct Plan {
 fn offer_of(c: &sluice_sim::scenario::classes::CheckedClass) -> u8 {
     use sluice_sim::cc::FlowContext;
     use sluice_sim::time::{Rate, Time};
-    let ctx = FlowContext { mss: 1448, init_cwnd: 14_480, link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None };
+    let ctx = FlowContext { mss: 1448, init_cwnd: 14_480, link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
     Offer::of((c.factory)(&ctx).as_ref(), true).wants()
 }
 

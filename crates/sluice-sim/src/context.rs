@@ -144,6 +144,40 @@ pub struct Counters {
     pub sent_across: u64,
     /// Packets (not PFC frames) that arrived over links from another partition.
     pub arrived_across: u64,
+    /// What the Ultra Ethernet transport's ends counted.
+    pub uet: UetCounters,
+}
+
+/// What UET's senders and receivers counted: the reference simulator's summary line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UetCounters {
+    /// Packets of new data sent.
+    pub new: u64,
+    /// Packets resent.
+    pub rtx: u64,
+    /// ACKs that reached their sender.
+    pub acks: u64,
+    /// NACKs that reached their sender.
+    pub nacks: u64,
+    /// Of those, NACKs for packets already acknowledged or already queued to resend.
+    pub nacks_ignored: u64,
+    /// Data packets that reached a receiver that had them (the reference's "spurious").
+    pub spurious: u64,
+    /// Trimmed headers a receiver answered with a NACK.
+    pub headers_nacked: u64,
+}
+
+impl UetCounters {
+    fn add(&mut self, o: &UetCounters) {
+        let UetCounters { new, rtx, acks, nacks, nacks_ignored, spurious, headers_nacked } = o;
+        self.new += new;
+        self.rtx += rtx;
+        self.acks += acks;
+        self.nacks += nacks;
+        self.nacks_ignored += nacks_ignored;
+        self.spurious += spurious;
+        self.headers_nacked += headers_nacked;
+    }
 }
 
 impl Counters {
@@ -167,6 +201,7 @@ impl Counters {
             pfc_pauses,
             sent_across,
             arrived_across,
+            uet,
         } = o;
         self.packets_sent += packets_sent;
         self.packets_delivered += packets_delivered;
@@ -185,6 +220,7 @@ impl Counters {
         self.pfc_pauses += pfc_pauses;
         self.sent_across += sent_across;
         self.arrived_across += arrived_across;
+        self.uet.add(uet);
     }
 
     /// All drops.

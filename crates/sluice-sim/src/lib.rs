@@ -1,6 +1,7 @@
 //! sluice-sim: a packet-level datacenter network simulator with a pluggable congestion-control
 //! platform. Build a [`world::World`] from a [`scenario`], run it, and read [`metrics`].
 
+pub mod auto;
 pub mod cc;
 pub mod check;
 pub mod context;

@@ -455,7 +455,7 @@ pub fn k() { crate::b::inner::Inner; }
 /// through (it lends the wire store and the capture); algorithms and transports; flows, hosts
 /// and workloads on them; the engine that runs them; what reads scenarios and writes outputs.
 const LAYERS: [(&str, &[&str]); 6] = [
-    ("core", &["time", "words", "ids", "prefetch", "packet", "event"]),
+    ("core", &["time", "auto", "words", "ids", "prefetch", "packet", "event"]),
     ("net and context", &["net", "context"]),
     ("cc and transport", &["cc", "transport"]),
     ("host and workload", &["host", "flow", "workload"]),

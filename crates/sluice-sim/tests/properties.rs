@@ -10,9 +10,11 @@ use sluice_sim::{metrics, scenario};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Algorithms drawn for the default class (every registered one that needs no parameters).
+/// Algorithms drawn for the default class: every registered one that needs no parameters and
+/// runs on TCP and RDMA, the transports drawn here (UET's have `tests/uet.rs`).
 fn algorithms() -> Vec<String> {
-    sluice_sim::cc::known_names().split(", ").map(String::from).collect()
+    use sluice_sim::cc::{Transports, REGISTRY};
+    REGISTRY.iter().filter(|a| a.transports.has(Transports::TCP_RDMA)).map(|a| a.name.to_string()).collect()
 }
 
 /// A topology table and its host count.

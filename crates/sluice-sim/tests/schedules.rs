@@ -138,6 +138,18 @@ fn trimming_and_spraying_are_the_same_under_every_schedule() {
 }
 
 #[test]
+fn the_ultra_ethernet_transport_is_the_same_under_every_schedule() {
+    // NSCC flows, each packet on an entropy its flow's mixed policy draws, through switches
+    // that trim at 20 KB, their receivers NACKing the headers.
+    let uet = ["sim.duration=\"2ms\"", "switch.trim.threshold=\"20KB\"", "classes.default.cc=\"nscc\"", "classes.default.transport=\"uet\""];
+    let (one, _, _) = outputs("scenarios/websearch_leafspine.toml", &uet, Schedule::Interleaved);
+    let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
+    let nacks = &summary["uet"]["nacks"];
+    assert!(nacks.as_u64() > Some(100), "{nacks} NACKs");
+    same_under_every_schedule("scenarios/websearch_leafspine.toml", &uet, 4);
+}
+
+#[test]
 fn every_log_is_the_same_under_every_schedule() {
     // Capture (cut short, so which packets are kept matters), TCP-INT telemetry rows, window
     // and queue samples, each written by several partitions at the same instants.

@@ -532,7 +532,7 @@ mod tests {
     const B: f64 = 1.25e9;
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None }
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None, uet: None }
     }
 
     fn gbps(g: f64) -> Rate {

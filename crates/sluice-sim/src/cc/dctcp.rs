@@ -302,6 +302,7 @@ mod tests {
             base_rtt: Time::from_us(10),
             size: None,
             deadline: None,
+            uet: None,
         };
         let cc = factory(&toml::Table::new()).unwrap()(&ctx);
         assert_eq!((cc.name(), cc.ecn_mode()), ("dctcp_ref", EcnMode::PerPacket));

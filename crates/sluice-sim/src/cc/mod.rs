@@ -7,6 +7,7 @@ use crate::time::{Rate, Time};
 use std::sync::Arc;
 
 mod bbr;
+mod constant;
 mod cubic;
 mod dcqcn;
 mod d2tcp;
@@ -18,6 +19,7 @@ mod hptcp;
 mod example_aimd;
 pub mod negotiation;
 mod newreno;
+mod nscc;
 pub mod portable;
 pub mod presets;
 mod swift;
@@ -31,6 +33,7 @@ pub use hpcc::Hpcc;
 pub use hptcp::Hptcp;
 pub use example_aimd::ExampleAimd;
 pub use newreno::NewReno;
+pub use nscc::Nscc;
 pub use swift::Swift;
 
 /// Everything one ACK tells the sender, gathered by the transport's signal block.
@@ -147,6 +150,67 @@ pub struct FlowContext {
     pub size: Option<u64>,
     /// When the flow should have completed (its start plus the application's deadline).
     pub deadline: Option<Time>,
+    /// What a UET flow knows of its network; `None` on TCP and RDMA.
+    pub uet: Option<UetFlow>,
+}
+
+/// The network facts UET's algorithms are scaled by, the same for every flow of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UetFlow {
+    /// The longest unloaded round trip in the fabric: one MTU out, one ACK back.
+    pub network_rtt: Time,
+    /// Some switch port trims packets instead of dropping them.
+    pub trimming: bool,
+    /// Packet bytes, the UET header included.
+    pub mtu: u64,
+}
+
+/// Why a packet is lost, as a transport that tells packets apart reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossCause {
+    /// A switch trimmed it and the receiver sent back a NACK.
+    Trimmed,
+    /// Its retransmission timer expired.
+    Timeout,
+}
+
+/// One lost packet: what a UET sender hands its algorithm on a NACK or a timeout.
+#[derive(Clone, Copy, Debug)]
+pub struct LossSignals {
+    /// When the loss was learned.
+    pub now: Time,
+    /// How it was learned.
+    pub cause: LossCause,
+    /// The lost packet's bytes, its header included.
+    pub bytes: u64,
+    /// The NACK's round trip, from the lost packet's send; `None` for a timeout.
+    pub rtt: Option<Time>,
+    /// The packet was trimmed at the last switch before its receiver.
+    pub last_hop: bool,
+    /// The trimmed packet had been CE-marked.
+    pub ece: bool,
+    /// Bytes in flight before the loss is taken out.
+    pub in_flight: u64,
+}
+
+/// The transports an algorithm runs on, as a set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transports(u8);
+
+impl Transports {
+    /// TCP, on the simulator's stack and in the kernel.
+    pub const TCP: Transports = Transports(1);
+    /// RDMA queue pairs (RoCE).
+    pub const RDMA: Transports = Transports(2);
+    /// The Ultra Ethernet transport.
+    pub const UET: Transports = Transports(4);
+    /// TCP and RDMA: the window- and rate-based algorithms that read ACKs and CNPs.
+    pub const TCP_RDMA: Transports = Transports(1 | 2);
+
+    /// Whether `t` is in the set.
+    pub fn has(self, t: Transports) -> bool {
+        self.0 & t.0 == t.0
+    }
 }
 
 /// One congestion-control algorithm instance, owning the state of one flow.
@@ -179,6 +243,15 @@ pub trait CongestionControl: Send {
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window);
     /// Called on loss detection, RTO, or a classic ECN echo.
     fn on_congestion(&mut self, ev: CongestionEvent, now: Time, win: &mut Window);
+    /// Called by a transport that reports each lost packet (UET: a trim's NACK or a timeout);
+    /// by default a trim is a fast retransmit and a timeout a timeout.
+    fn on_loss(&mut self, loss: &LossSignals, win: &mut Window) {
+        let ev = match loss.cause {
+            LossCause::Trimmed => CongestionEvent::FastRetransmit,
+            LossCause::Timeout => CongestionEvent::Timeout,
+        };
+        self.on_congestion(ev, loss.now, win)
+    }
     /// Called at the interval the algorithm asked for with `tick_interval`.
     fn on_tick(&mut self, _now: Time, _win: &mut Window) {}
     /// A timer period for `on_tick`, if the algorithm needs one.
@@ -225,6 +298,8 @@ pub struct AlgorithmInfo {
     pub summary: &'static str,
     /// Parameters with their defaults, as `name = default  # meaning` lines.
     pub params: &'static [(&'static str, &'static str)],
+    /// The transports it runs on.
+    pub transports: Transports,
     build: fn(&toml::Table) -> Result<CcFactory, String>,
 }
 
@@ -235,6 +310,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &["reno"],
         summary: "NewReno (RFC 5681/6582): slow start, AIMD, halving on loss (portable: also runs in the kernel)",
         params: portable::NEWRENO_PARAMS,
+        transports: Transports::TCP_RDMA,
         build: portable::newreno_factory,
     },
     AlgorithmInfo {
@@ -242,6 +318,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "CUBIC (RFC 9438): cubic window growth with a Reno-friendly region, beta 0.7",
         params: cubic::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: cubic::factory,
     },
     AlgorithmInfo {
@@ -249,6 +326,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "DCTCP (RFC 8257): per-packet ECN echo, alpha-scaled decrease once per window (portable)",
         params: portable::DCTCP_PARAMS,
+        transports: Transports::TCP_RDMA,
         build: portable::dctcp_factory,
     },
     AlgorithmInfo {
@@ -256,6 +334,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "ECN+INT: DCTCP whose alpha is at least the TCP-INT-echoed queue depth over a target (portable)",
         params: portable::ECN_INT_PARAMS,
+        transports: Transports::TCP_RDMA,
         build: portable::ecn_int_factory,
     },
     AlgorithmInfo {
@@ -263,6 +342,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "reTCP: Reno whose window is multiplied by alpha when the circuit signal (ECE) turns on, divided when it turns off (portable)",
         params: portable::RETCP_PARAMS,
+        transports: Transports::TCP_RDMA,
         build: portable::retcp_factory,
     },
     AlgorithmInfo {
@@ -270,6 +350,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "HPTCP: HPCC's window control on TCP, driven by the aggregated TCP-INT value; paced",
         params: hptcp::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: hptcp::factory,
     },
     AlgorithmInfo {
@@ -277,6 +358,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "HPCC (SIGCOMM 2019): per-hop INT records, window from the most loaded hop's inflight; paced",
         params: hpcc::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: hpcc::factory,
     },
     AlgorithmInfo {
@@ -284,6 +366,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "BBR v1 (Linux tcp_bbr.c): paced at a max-filtered delivery rate, window 2 BDP",
         params: bbr::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: bbr::factory,
     },
     AlgorithmInfo {
@@ -291,6 +374,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "Swift (SIGCOMM 2020): delay AIMD against a hop- and flow-scaled target delay",
         params: swift::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: swift::factory,
     },
     AlgorithmInfo {
@@ -298,6 +382,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "DCQCN (SIGCOMM 2015): rate cut by alpha/2 on CNPs, fast recovery, additive and hyper increase (RDMA)",
         params: dcqcn::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: dcqcn::factory,
     },
     AlgorithmInfo {
@@ -305,6 +390,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "TIMELY (SIGCOMM 2015): rate from the RTT gradient between T_low and T_high (RDMA)",
         params: timely::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: timely::factory,
     },
     AlgorithmInfo {
@@ -312,6 +398,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "DCTCP on a rate-based NIC (the HPCC simulator's hardware DCTCP): rate cut by alpha/2 (RDMA)",
         params: dctcp_rate::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: dctcp_rate::factory,
     },
     AlgorithmInfo {
@@ -319,6 +406,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "the Rust NewReno the portable one replaced, kept as a reference",
         params: newreno::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: newreno::factory,
     },
     AlgorithmInfo {
@@ -326,6 +414,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "D2TCP (SIGCOMM 2012): DCTCP whose cut alpha^d / 2 weighs the deadline's imminence d (0.5-2); d = 1 without a deadline",
         params: d2tcp::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: d2tcp::factory,
     },
     AlgorithmInfo {
@@ -333,6 +422,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "the floating-point Rust DCTCP the portable one replaced, kept as a reference",
         params: dctcp::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: dctcp::factory,
     },
     AlgorithmInfo {
@@ -340,6 +430,7 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "the floating-point Rust ECN+INT the portable one replaced, kept as a reference",
         params: ecn_int::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: ecn_int::factory,
     },
     AlgorithmInfo {
@@ -347,7 +438,24 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         aliases: &[],
         summary: "the worked example of docs/writing-a-cc.md: AIMD without slow start",
         params: example_aimd::PARAMS,
+        transports: Transports::TCP_RDMA,
         build: example_aimd::factory,
+    },
+    AlgorithmInfo {
+        name: "nscc",
+        aliases: &[],
+        summary: "NSCC (Ultra Ethernet): window from queueing delay against a target and ECN, quick adapt, cut by each trimmed packet (UET)",
+        params: nscc::PARAMS,
+        transports: Transports::UET,
+        build: nscc::factory,
+    },
+    AlgorithmInfo {
+        name: "constant",
+        aliases: &[],
+        summary: "a window that never moves, to test UET's delivery alone (UET)",
+        params: constant::PARAMS,
+        transports: Transports::UET,
+        build: constant::factory,
     },
 ];
 

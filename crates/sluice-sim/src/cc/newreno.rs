@@ -188,6 +188,7 @@ mod tests {
             base_rtt: Time::from_us(10),
             size: None,
             deadline: None,
+            uet: None,
         };
         let f = factory(&toml::Table::new()).unwrap();
         assert_eq!(f(&ctx).ecn_mode(), EcnMode::Off);

@@ -4,15 +4,19 @@
 
 use crate::ids::{FlowId, HostId};
 use super::Flow;
-use crate::cc::{CcFactory, FlowContext};
-use crate::net::fabric::{path_rtt, Fabric};
+use crate::cc::{CcFactory, FlowContext, UetFlow};
+use crate::context::stream;
+use crate::net::fabric::{longest_walk, path_rtt, Fabric};
+use crate::net::port::Port;
 use crate::net::switch::IntStamping;
 use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};
 use crate::transport::pacer::TokenBucket;
 use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
 use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpServer};
-use crate::transport::{ClientEnd, ServerEnd};
+use crate::transport::uet::paths::PathPolicy;
+use crate::transport::uet::{self, UetConfig, UetNetwork};
+use crate::transport::{ClassTransport, ClientEnd, ServerEnd};
 use crate::workload::FlowSpec;
 
 /// A traffic class as the run uses it.
@@ -27,8 +31,8 @@ pub struct ClassRuntime {
     pub priority: u8,
     /// The algorithm flows fall back to when negotiation fails, and its builder.
     pub fallback: (String, CcFactory),
-    /// The class's flows run on RDMA queue pairs instead of TCP.
-    pub rdma: bool,
+    /// The transport the class's flows run on.
+    pub transport: ClassTransport,
     /// Each data packet takes an ECMP hash of its own.
     pub spray: bool,
     /// What its queue pairs' NICs do where sources differ.
@@ -77,6 +81,11 @@ pub struct TransportBuilder {
     pub int: IntRuntime,
     /// Per host ordinal: its NIC offload builds a server's state only once the handshake ends.
     pub lazy_tcb: Vec<bool>,
+    /// The Ultra Ethernet transport's settings and what its flows know of the fabric, when a
+    /// class runs on it.
+    pub uet: Option<(UetConfig, UetNetwork)>,
+    /// The run's seed, which each UET flow's path choices are drawn from.
+    pub seed: u64,
 }
 
 impl TransportBuilder {
@@ -87,12 +96,14 @@ impl TransportBuilder {
         let hash_rev = flow_hash(dst, src, id, true);
         let class = &self.classes[spec.class];
         let link_rate = fabric.ports[fabric.host_ports[spec.src]].built_rate;
-        if class.rdma {
-            return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate);
+        match class.transport {
+            ClassTransport::Rdma => return self.queue_pair(spec, id, fabric, hash_fwd, hash_rev, link_rate),
+            ClassTransport::Uet => return self.uet(spec, id, fabric, hash_fwd, hash_rev, link_rate),
+            ClassTransport::Tcp => {}
         }
         let mss = self.tcp.mss();
         let deadline = spec.qos.deadline.map(|d| spec.start + d);
-        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO, size: spec.size, deadline };
+        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO, size: spec.size, deadline, uet: None };
         // What the algorithm needs decides the options its segments carry, and so the flow's
         // real MSS, which its base RTT and ideal FCT are measured at.
         let (factory, later) = class.at(spec.start);
@@ -167,7 +178,7 @@ impl TransportBuilder {
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority, spray: class.spray };
         let rtt = |frame: u64| path_rtt(fabric, src, dst, hash_fwd, hash_rev, route.spray, frame, cfg.ack_frame() as u64);
         let full = rtt(cfg.frame(mtu) as u64);
-        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None };
+        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None, uet: None };
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = rtt(first);
         let mut qp = QueuePair::new(cfg, class.nic, *tlt, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
@@ -182,6 +193,39 @@ impl TransportBuilder {
         flow.base_rtt = base_rtt;
         if let Some(t) = ideal {
             flow.ideal_fct = t;
+        }
+        flow
+    }
+
+    /// Flow `id` of a UET class. Its algorithm scales by the network's longest round trip (or,
+    /// with `uet.accurate_base_rtt`, by its own pair's longest), and its record's base RTT is
+    /// the longest of its equal-cost paths, as its packets spread over all of them.
+    fn uet(&self, spec: &FlowSpec, id: u32, fabric: &Fabric, hash_fwd: u32, hash_rev: u32, link_rate: Rate) -> Flow {
+        let (src, dst) = (spec.src as u32, spec.dst as u32);
+        let class = &self.classes[spec.class];
+        let (cfg, net) = self.uet.as_ref().expect("a UET class has the run's UET settings");
+        let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority, spray: false };
+        let mss = cfg.mss();
+        let base_rtt = if cfg.accurate_base_rtt {
+            let frame = |bytes: u64| move |p: &Port| p.link.delay + p.built_rate.tx_time(bytes);
+            let (data, ack) = (frame(cfg.frame(mss) as u64), frame(cfg.ack_frame() as u64));
+            longest_walk(fabric, src, dst, data, data) + longest_walk(fabric, dst, src, ack, ack)
+        } else {
+            net.network_rtt
+        };
+        let uet = UetFlow { network_rtt: net.network_rtt, trimming: net.trimming, mtu: cfg.mtu as u64 };
+        let ctx = FlowContext { mss, init_cwnd: 0, link_rate, base_rtt, size: spec.size, deadline: None, uet: Some(uet) };
+        // Each flow draws its path choices from a stream of its own, so they do not depend on
+        // other flows, partitions or threads.
+        let mut rng = stream(self.seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407), 5);
+        let paths = PathPolicy::new(&cfg.load_balancing_algo, cfg.paths, &mut rng).expect("uet.load_balancing_algo is checked");
+        let conn = uet::connection(cfg, route, spec.size, (class.factory)(&ctx), net.rto(cfg, link_rate), paths, rng);
+        let ends = (ClientEnd::Uet(Box::new(conn.sender)), ServerEnd::Uet(Box::new(conn.receiver)));
+        let mut flow = Flow::new(FlowId(id), HostId(src), HostId(dst), spec.class as u16, class.priority, spec.size, spec.start, ends);
+        let first = cfg.frame(spec.size.unwrap_or(mss).min(mss)) as u64;
+        flow.base_rtt = path_rtt(fabric, src, dst, hash_fwd, hash_rev, true, first, cfg.ack_frame() as u64);
+        if let Some(s) = spec.size {
+            flow.ideal_fct = flow.base_rtt + link_rate.tx_time(cfg.wire_bytes(s));
         }
         flow
     }

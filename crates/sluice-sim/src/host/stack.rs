@@ -99,9 +99,9 @@ impl Hosts {
     #[inline]
     pub fn receive(&mut self, h: HostId, pkt: Packet, s: &mut HostCx) -> Arrival {
         s.cx.counters.packets_delivered += 1;
-        if pkt.is_trimmed() {
+        if pkt.is_trimmed() && !matches!(s.flows[FlowId(pkt.flow)].server, Some(ServerEnd::Uet(_))) {
             // TCP and RDMA take no trimmed headers: to them the data is lost, which their ACK
-            // clocks and timers recover as any loss.
+            // clocks and timers recover as any loss. A UET receiver NACKs them.
             s.cx.counters.trim_headers_discarded += 1;
             s.cx.release(&pkt);
             return Arrival::Stack(None);

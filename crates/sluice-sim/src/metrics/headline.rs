@@ -105,6 +105,12 @@ pub fn headline(s: &Summary) -> Vec<String> {
             t.trimmed, t.evicted, t.header_drops, t.headers_discarded
         ));
     }
+    if let Some(u) = &s.uet {
+        lines.push(format!(
+            "UET: {} new packets, {} resent; {} ACKs, {} NACKs ({} for packets already acknowledged or queued); {} spurious arrivals",
+            u.new, u.rtx, u.acks, u.nacks, u.nacks_ignored, u.spurious
+        ));
+    }
     if let Some(t) = &s.telemetry {
         let mut parts = vec![format!("TCP-INT: {} echoes", t.echoes)];
         if let Some(l) = t.fields.get("path_latency_ns").filter(|h| h.count > 0) {

@@ -245,6 +245,9 @@ pub struct Summary {
     /// Trimming's counts, when a switch port trims.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trimming: Option<TrimSummary>,
+    /// What the Ultra Ethernet transport's ends counted, when a class runs on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uet: Option<crate::context::UetCounters>,
     /// Packets hosts put on the wire.
     pub packets_sent: u64,
     /// Data segments sent.
@@ -424,6 +427,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
             header_drops: c.drops_trim_header,
             headers_discarded: c.trim_headers_discarded,
         }),
+        uet: world.classes().iter().any(|k| k.transport == crate::transport::ClassTransport::Uet).then_some(c.uet),
         packets_sent: c.packets_sent,
         data_packets: c.data_packets,
         utilization,

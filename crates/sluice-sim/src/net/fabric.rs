@@ -13,7 +13,7 @@ use super::routing::{ecmp_pick, Routes};
 use super::switch::{IntStamping, Switch};
 use super::topology::{Graph, NodeKind};
 use crate::time::Time;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 /// What a node is, with its index in the matching arena.
@@ -193,6 +193,52 @@ pub fn longest_walk(fabric: &Fabric, from: u32, to: u32, first: impl Fn(&Port) -
     }
     let port = fabric.host_ports[from as usize].index();
     first(&fabric.ports[port]) + from_port(fabric, port, to, &cost, &mut HashMap::new(), 0)
+}
+
+/// The longest trip with empty queues from any host to any other, each egress port on the way
+/// (the source's own included) costing its delay and `frame`'s serialization at its built rate.
+/// Destinations that route alike (under one switch's table) are walked once, so this is
+/// O(tables x ports), not O(hosts x ports).
+pub fn longest_one_way(fabric: &Fabric, frame: u64) -> Time {
+    let cost = |p: &Port| p.link.delay + p.built_rate.tx_time(frame);
+    // Per group: a destination standing for it, and the costliest last hop into any member.
+    let mut groups: BTreeMap<(u32, Option<u32>), (usize, Time)> = BTreeMap::new();
+    for dst in 0..fabric.host_ports.len() {
+        let (table, via) = fabric.routes.destination_group(dst);
+        let last = via.map_or(Time::ZERO, |(sw, port)| cost(&fabric.ports[fabric.port_base[sw as usize] as usize + port as usize]));
+        let e = groups.entry((table, via.map(|v| v.0))).or_insert((dst, Time::ZERO));
+        e.1 = e.1.max(last);
+    }
+    let mut memo: Vec<Option<Time>> = vec![None; fabric.ports.len()];
+    let mut longest = Time::ZERO;
+    for (&(_, via), &(dst, last)) in &groups {
+        memo.fill(None);
+        for src in 0..fabric.host_ports.len() {
+            let port = fabric.host_ports[src].index();
+            let trip = cost(&fabric.ports[port]) + beyond(fabric, port, dst, via, last, &cost, &mut memo, 0);
+            longest = longest.max(trip);
+        }
+    }
+    longest
+}
+
+/// The longest rest of a trip to `dst` after crossing `port`; reaching `via` ends it with `last`.
+#[allow(clippy::too_many_arguments)]
+fn beyond(fabric: &Fabric, port: usize, dst: usize, via: Option<u32>, last: Time, cost: &dyn Fn(&Port) -> Time, memo: &mut [Option<Time>], depth: u32) -> Time {
+    if let Some(t) = memo[port] {
+        return t;
+    }
+    let node = fabric.ports[port].peer_node;
+    let rest = match fabric.roles[node as usize] {
+        _ if Some(node) == via => last,
+        Role::Switch(_) if depth < 256 => fabric.routes.next_hops(node as usize, dst).iter().fold(Time::ZERO, |most, &local| {
+            let next = fabric.port_base[node as usize] as usize + local as usize;
+            most.max(cost(&fabric.ports[next]) + beyond(fabric, next, dst, via, last, cost, memo, depth + 1))
+        }),
+        _ => Time::ZERO,
+    };
+    memo[port] = Some(rest);
+    rest
 }
 
 /// Round trip with empty queues along a flow's ECMP paths (`hash_fwd` out, or with `spray` the

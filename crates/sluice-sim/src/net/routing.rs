@@ -195,6 +195,14 @@ impl Routes {
         Routes { tables, row_of, rows, sets: pool.sets, ports: pool.ports, hosts }
     }
 
+    /// Which destination hosts route alike: hosts with the same `(table, switch)` take the
+    /// same next hops at every node but that switch, the one they hang off, where `port` is
+    /// each one's own. A host with a table of its own shares it with none.
+    pub fn destination_group(&self, dst: usize) -> (u32, Option<(u32, u16)>) {
+        let h = &self.hosts[dst];
+        (h.table, (h.via != OWN).then_some((h.via, h.via_port)))
+    }
+
     /// The equal-cost egress ports at `node` towards host ordinal `dst` (empty at the destination itself).
     #[inline(always)]
     pub fn next_hops(&self, node: usize, dst: usize) -> &[u16] {

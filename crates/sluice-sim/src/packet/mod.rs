@@ -50,6 +50,8 @@ pub mod fabric {
     /// A switch cut the packet to its header (`net/qdisc/trim.rs`): its payload is gone, its
     /// sequence number and length say which data it carried.
     pub const TRIMMED: u8 = 1 << 0;
+    /// The largest TTL a trimmed header records in the bits above [`TRIMMED`].
+    pub const TTL_MAX: u8 = 127;
 }
 
 /// The negotiation bits a SYN and its SYN-ACK carry (the open CC draft's in-band negotiation):
@@ -244,6 +246,11 @@ impl Packet {
     #[inline]
     pub fn is_trimmed(&self) -> bool {
         self.fabric & fabric::TRIMMED != 0
+    }
+
+    /// A trimmed header's TTL where it was cut (switches count TTL down before they queue).
+    pub fn trim_ttl(&self) -> u8 {
+        self.fabric >> 1
     }
 
     /// True for packets that travel from the flow's sender to its receiver.

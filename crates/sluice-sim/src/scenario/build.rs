@@ -37,6 +37,17 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
     let sc = &loaded.scenario;
     sc.transport.validate()?;
     sc.rdma.validate()?;
+    sc.uet.validate()?;
+    let uet = sc.classes.values().any(|c| c.transport == ClassTransport::Uet);
+    if uet && sc.tlt.enabled {
+        return Err("tlt.enabled: TLT colours TCP and RDMA packets; UET classes recover by trimming and NACKs, so turn TLT off".into());
+    }
+    if uet && sc.output.pcap.is_some() {
+        return Err("output.pcap: captures write TCP and RoCE frames, and UET packets have no encoding yet; remove output.pcap".into());
+    }
+    if !uet && !sc.uet.is_default() {
+        return Err("uet: these settings are for classes with transport = \"uet\", and no class has it; remove [uet] or give a class transport = \"uet\"".into());
+    }
     if sc.rdma.recovery != crate::transport::rdma::Recovery::Gbn && !sc.classes.values().any(|c| c.transport == ClassTransport::Rdma) {
         return Err(format!(
             "rdma.recovery: \"{}\" recovers RDMA queue pairs, and no class has transport = \"rdma\"; TCP classes always recover with SACK (RFC 6675), so remove the key or give a class transport = \"rdma\"",
@@ -73,10 +84,11 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         ));
     }
     if let Some(d) = sc.sim.duration {
-        // The largest frame on the wire: a full TCP segment, or an RDMA class's full packet.
+        // The largest frame on the wire: a full TCP segment, or an RDMA or UET class's full packet.
         let tcp = sc.transport.frame(sc.transport.mss()) as u64;
         let rdma = sc.classes.values().any(|c| c.transport == ClassTransport::Rdma).then(|| sc.rdma.frame(sc.rdma.mtu as u64) as u64);
-        slow_links(graph, &sc.topology.kind, tcp.max(rdma.unwrap_or(0)), d)?;
+        let uet_frame = uet.then(|| sc.uet.frame(sc.uet.mss()) as u64);
+        slow_links(graph, &sc.topology.kind, tcp.max(rdma.unwrap_or(0)).max(uet_frame.unwrap_or(0)), d)?;
     }
 
     let node_ports = graph.ports();
@@ -102,7 +114,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
             factory: c.factory,
             priority: c.config.priority,
             fallback: (c.fallback.to_string(), c.fallback_factory),
-            rdma: c.config.transport == ClassTransport::Rdma,
+            transport: c.config.transport,
             spray: c.config.spray,
             nic: sc.rdma.class_nic(c.nic),
             name: c.name,
@@ -119,7 +131,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         seed: sc.sim.seed,
         mss: sc.transport.mss(),
         handshake: sc.transport.handshake,
-        rdma_class: sc.classes.iter().find(|(_, c)| c.transport == ClassTransport::Rdma).map(|(name, _)| name.as_str()),
+        non_tcp_class: sc.classes.iter().find(|(_, c)| c.transport != ClassTransport::Tcp).map(|(name, c)| {
+            (name.as_str(), if c.transport == ClassTransport::Rdma { "RDMA" } else { "UET" })
+        }),
     };
     let mut flows = Vec::new();
     let mut apps = Vec::new();
@@ -158,6 +172,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
 
     let names = crate::net::naming::node_names(graph);
     let disciplines = sc.switch.disciplines(graph, &names, &sc.tlt, sc.transport.frame(sc.transport.mss()) as u64)?;
+    if uet && sc.uet.load_balancing_algo == "reps" && !disciplines.iter().any(|d| d.trim.is_some()) {
+        return Err("uet.load_balancing_algo: \"reps\" freezes its paths on a timeout only where switches trim (the reference stops otherwise); configure [switch.trim] or choose another".into());
+    }
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
     let hosts = graph.hosts().len();
@@ -279,6 +296,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         disciplines,
         tcp: TcpConfig { tlt: sc.tlt.enabled, ..sc.transport.clone() },
         rdma: (sc.rdma.clone(), sc.tlt.enabled.then_some(RdmaTlt { every: sc.tlt.every, marking: sc.tlt.rdma_marking })),
+        uet: uet.then(|| sc.uet.clone()),
         pfc: sc.pfc.settings(sc.transport.frame(sc.transport.mss()) as u64, host_rates.iter().copied().max().unwrap_or(crate::time::Rate(1)))?,
         circuit: circuit_parts(sc, &loaded.base_dir, &classes)?,
         failures: link_failures(sc, graph, &names)?,

@@ -3,7 +3,7 @@
 //! applications' intents mapped to classes). One schema and one set of checks, so a class means
 //! the same in the simulator and on a real host (`docs/platform.md`).
 
-use crate::cc::{self, CcFactory, ParamChange};
+use crate::cc::{self, CcFactory, ParamChange, Transports};
 use crate::time::{Rate, Time};
 use crate::transport::rdma::ClassNic;
 use serde::{Deserialize, Serialize};
@@ -30,8 +30,8 @@ pub struct ClassConfig {
     /// Administrator match rules: flows of no explicit class join the first class that matches.
     #[serde(rename = "match")]
     pub matches: Option<MatchRules>,
-    /// The transport the class's flows run on: "tcp" (default) or "rdma" (RoCEv2 queue pairs,
-    /// `[rdma]`).
+    /// The transport the class's flows run on: "tcp" (default), "rdma" (RoCEv2 queue pairs,
+    /// `[rdma]`) or "uet" (the Ultra Ethernet transport, `[uet]`).
     #[serde(default)]
     pub transport: ClassTransport,
     /// Each data packet takes an ECMP hash of its own (per-packet entropy), so switches spray
@@ -40,16 +40,7 @@ pub struct ClassConfig {
     pub spray: bool,
 }
 
-/// The transport of a class's flows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClassTransport {
-    /// TCP connections (`[transport]`).
-    #[default]
-    Tcp,
-    /// RDMA reliable-connected queue pairs (`[rdma]`).
-    Rdma,
-}
+pub use crate::transport::ClassTransport;
 
 pub use crate::workload::MatchRules;
 
@@ -120,6 +111,7 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
     let mut out = Vec::with_capacity(table.len());
     for (name, c) in table {
         let info = cc::lookup(&c.cc).ok_or_else(|| format!("classes.{name}.cc: {}", cc::unknown(&c.cc)))?;
+        runs_on(info, c.transport).map_err(|e| format!("classes.{name}.cc: {e}"))?;
         let (params, nic) = match &c.preset {
             None => (c.params.clone(), ClassNic::default()),
             Some(set) => {
@@ -139,20 +131,54 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
                     c.priority
                 ));
             }
-            Side::Host if c.transport == ClassTransport::Rdma => {
-                return Err(format!("classes.{name}.transport: the host agent selects TCP congestion control; \"rdma\" classes run only in the simulator"));
+            Side::Host if c.transport != ClassTransport::Tcp => {
+                return Err(format!(
+                    "classes.{name}.transport: the host agent selects TCP congestion control; \"{}\" classes run only in the simulator",
+                    c.transport.name()
+                ));
             }
             Side::Host if c.spray => {
                 return Err(format!("classes.{name}.spray: a Linux host keeps each connection on one path; per-packet spraying runs only in the simulator"));
+            }
+            _ if c.spray && c.transport == ClassTransport::Uet => {
+                return Err(format!("classes.{name}.spray: a UET class chooses each packet's path itself (uet.load_balancing_algo); remove spray"));
             }
             _ => {}
         }
         let fallback_name = c.fallback.as_deref().unwrap_or(DEFAULT_CC);
         let fb = cc::lookup(fallback_name).ok_or_else(|| format!("classes.{name}.fallback: {}", cc::unknown(fallback_name)))?;
+        match (c.transport, &c.fallback) {
+            (ClassTransport::Uet, Some(_)) => {
+                return Err(format!("classes.{name}.fallback: a UET connection negotiates nothing, so nothing falls back; remove fallback"));
+            }
+            (ClassTransport::Uet, None) => {}
+            _ => runs_on(fb, c.transport).map_err(|e| format!("classes.{name}.fallback: {e}"))?,
+        }
         let fallback_factory = cc::factory(fb.name, &toml::Table::new()).map_err(|e| format!("classes.{name}.fallback: {e}"))?;
         out.push(CheckedClass { name, cc: info.name, params, factory, nic, fallback: fb.name, fallback_factory, config: c });
     }
     Ok(out)
+}
+
+/// Refuses an algorithm written for another transport than the class's.
+fn runs_on(info: &cc::AlgorithmInfo, transport: ClassTransport) -> Result<(), String> {
+    let (set, word) = match transport {
+        ClassTransport::Tcp => (Transports::TCP, "tcp"),
+        ClassTransport::Rdma => (Transports::RDMA, "rdma"),
+        ClassTransport::Uet => (Transports::UET, "uet"),
+    };
+    if info.transports.has(set) {
+        return Ok(());
+    }
+    if transport == ClassTransport::Uet {
+        let uet: Vec<_> = cc::REGISTRY.iter().filter(|a| a.transports.has(Transports::UET)).map(|a| format!("\"{}\"", a.name)).collect();
+        return Err(format!("transport = \"uet\" runs UET's congestion control; expected {}, got \"{}\"", uet.join(" or "), info.name));
+    }
+    let owner = if info.transports.has(Transports::UET) { ("UET's", "uet") } else { ("TCP and RDMA's", "tcp\" or \"rdma") };
+    Err(format!(
+        "\"{}\" is {} congestion control and runs only with transport = \"{}\"; this class has transport = \"{word}\"",
+        info.name, owner.0, owner.1
+    ))
 }
 
 /// Refuses an intent name that is none of [`INTENTS`], as `table.<intent>`.

@@ -10,6 +10,7 @@ use crate::net::qdisc::{Discipline, EcnConfig, PortConfig, TrimConfig};
 use crate::net::topology::{Graph, TopologyConfig};
 use crate::time::{Bytes, Rate, Time};
 use crate::transport::rdma::RdmaConfig;
+use crate::transport::uet::UetConfig;
 use crate::transport::tcp::TcpConfig;
 use crate::words::value_in_words;
 use crate::workload::WorkloadConfig;
@@ -63,6 +64,9 @@ pub struct Scenario {
     /// RDMA queue-pair settings, for classes with `transport = "rdma"`.
     #[serde(default)]
     pub rdma: RdmaConfig,
+    /// The Ultra Ethernet transport's settings, for classes with `transport = "uet"`.
+    #[serde(default, skip_serializing_if = "UetConfig::is_default")]
+    pub uet: UetConfig,
     /// The circuit schedule and ToR VOQs of a `topology.kind = "rdcn"` network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuit: Option<CircuitConfig>,

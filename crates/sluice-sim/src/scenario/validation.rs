@@ -32,8 +32,8 @@ pub(super) fn circuit_parts(sc: &Scenario, base_dir: &Path, classes: &[ClassRunt
         return Err(format!("topology.racks: at most {} racks, got {racks}", u16::MAX));
     }
     let schedule = cfg.build_schedule(racks as u16, base_dir)?;
-    if pfc_or_rdma(sc) {
-        return Err("circuit: the circuit network carries TCP; PFC and RDMA classes are not supported on it".into());
+    if pfc_or_non_tcp(sc) {
+        return Err("circuit: the circuit network carries TCP; PFC, RDMA and UET classes are not supported on it".into());
     }
     let ece_signal = cfg.ece_signal.unwrap_or_else(|| classes.iter().any(|c| c.cc == "retcp"));
     Ok(Some(CircuitParts { schedule: std::sync::Arc::new(schedule), racks: racks as u16, hosts_per_rack, sizing: cfg.sizing()?, ece_signal }))
@@ -61,8 +61,8 @@ pub(super) fn cpu_config(sc: &Scenario, hosts: usize) -> Result<Option<CpuConfig
 pub(super) fn offload_config(sc: &Scenario, hosts: usize) -> Result<Option<OffloadConfig>, String> {
     let Some(o) = &sc.offload else { return Ok(None) };
     host_ordinals(&o.hosts, "offload.hosts", hosts)?;
-    if sc.classes.values().any(|c| c.transport == ClassTransport::Rdma) {
-        return Err("offload: AccelTCP's offloads act on TCP connections; RDMA classes are not supported with it".into());
+    if let Some(c) = sc.classes.values().find(|c| c.transport != ClassTransport::Tcp) {
+        return Err(format!("offload: AccelTCP's offloads act on TCP connections; {} classes are not supported with it", c.transport.name().to_uppercase()));
     }
     if (o.teardown || o.splice) && (o.table_entries == 0 || o.table_entries > 1 << 24) {
         return Err(format!("offload.table_entries: expected 1 to 16777216 connections, got {}", o.table_entries));
@@ -87,8 +87,8 @@ pub(super) fn host_ordinals(list: &[usize], key: &str, hosts: usize) -> Result<(
     }
 }
 
-pub(super) fn pfc_or_rdma(sc: &Scenario) -> bool {
-    sc.pfc.enabled || sc.classes.values().any(|c| c.transport == ClassTransport::Rdma)
+pub(super) fn pfc_or_non_tcp(sc: &Scenario) -> bool {
+    sc.pfc.enabled || sc.classes.values().any(|c| c.transport != ClassTransport::Tcp)
 }
 
 /// Flow ids listed under `key` must name flows: ids below the count of flows known up front, or,

@@ -1,8 +1,8 @@
 //! Transports, and the one interface hosts drive them through (in smoltcp's shape): take an
 //! arriving packet, give the next packet the NIC may send now, run a timer that is due. A
 //! transport's two ends each own their state machine and timers, and meet only through packets:
-//! a [`ClientEnd`] at the flow's source and a [`ServerEnd`] at its destination. TCP and RDMA are
-//! the implementations, each a variant of both and a folder.
+//! a [`ClientEnd`] at the flow's source and a [`ServerEnd`] at its destination. TCP, RDMA and
+//! the Ultra Ethernet transport are the implementations, each a variant of both and a folder.
 
 pub mod pacer;
 pub mod rdma;
@@ -16,6 +16,31 @@ use crate::packet::Packet;
 use crate::time::Time;
 use rdma::{Requester, Responder};
 use tcp::{TcpClient, TcpServer, TimeoutRecord, TltCounts};
+use uet::{UetReceiver, UetSender};
+
+/// The transport of a class's flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassTransport {
+    /// TCP connections (`[transport]`).
+    #[default]
+    Tcp,
+    /// RDMA reliable-connected queue pairs (`[rdma]`).
+    Rdma,
+    /// The Ultra Ethernet transport (`[uet]`).
+    Uet,
+}
+
+impl ClassTransport {
+    /// The name a scenario writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassTransport::Tcp => "tcp",
+            ClassTransport::Rdma => "rdma",
+            ClassTransport::Uet => "uet",
+        }
+    }
+}
 
 /// Which end of a connection a packet reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +113,8 @@ pub enum ClientEnd {
     Tcp(Box<TcpClient>),
     /// An RDMA queue pair's requester (RoCEv2).
     Rdma(Box<Requester>),
+    /// A UET sender.
+    Uet(Box<UetSender>),
 }
 
 /// The end of a flow that accepted the connection and receives the data, at its destination.
@@ -96,6 +123,8 @@ pub enum ServerEnd {
     Tcp(Box<TcpServer>),
     /// An RDMA queue pair's responder.
     Rdma(Box<Responder>),
+    /// A UET receiver.
+    Uet(Box<UetReceiver>),
 }
 
 impl ClientEnd {
@@ -105,6 +134,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.on_packet(pkt, io, cx),
             ClientEnd::Rdma(r) => r.on_feedback(pkt, io, cx),
+            ClientEnd::Uet(u) => u.on_packet(pkt, io, cx),
         }
     }
 
@@ -114,6 +144,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.next_packet(cx),
             ClientEnd::Rdma(r) => r.next_packet(cx),
+            ClientEnd::Uet(u) => u.next_packet(cx),
         }
     }
 
@@ -123,15 +154,18 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.ready_at(now),
             ClientEnd::Rdma(r) => r.ready_at(now),
+            ClientEnd::Uet(u) => u.ready_at(now),
         }
     }
 
-    /// True if the client could send something now, ignoring pacing.
-    #[inline]
+    /// True if the client could send something now, ignoring pacing. The NIC's scheduler asks
+    /// this of every active flow, so it stays inlined there (UET's answer is a call).
+    #[inline(always)]
     pub fn has_sendable(&self) -> bool {
         match self {
             ClientEnd::Tcp(c) => c.has_sendable(),
             ClientEnd::Rdma(r) => r.has_sendable(),
+            ClientEnd::Uet(u) => u.has_sendable(),
         }
     }
 
@@ -141,6 +175,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.on_timer(kind, gen, io, cx),
             ClientEnd::Rdma(r) => r.on_timer(kind, gen, io, cx),
+            ClientEnd::Uet(u) => u.on_timer(kind, gen, io, cx),
         }
     }
 
@@ -149,6 +184,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.open(io, cx),
             ClientEnd::Rdma(r) => r.open(io, cx),
+            ClientEnd::Uet(u) => u.open(io),
         }
     }
 
@@ -158,6 +194,7 @@ impl ClientEnd {
             ClientEnd::Tcp(c) => c.negotiation,
             // A queue pair has no handshake: it runs the class's algorithm as configured.
             ClientEnd::Rdma(_) => Negotiation::NotNegotiated,
+            ClientEnd::Uet(_) => Negotiation::NotNegotiated,
         }
     }
 
@@ -165,7 +202,7 @@ impl ClientEnd {
     pub fn tcp(&self) -> Option<&TcpClient> {
         match self {
             ClientEnd::Tcp(c) => Some(c),
-            ClientEnd::Rdma(_) => None,
+            ClientEnd::Rdma(_) | ClientEnd::Uet(_) => None,
         }
     }
 
@@ -173,7 +210,7 @@ impl ClientEnd {
     pub fn tcp_mut(&mut self) -> Option<&mut TcpClient> {
         match self {
             ClientEnd::Tcp(c) => Some(c),
-            ClientEnd::Rdma(_) => None,
+            ClientEnd::Rdma(_) | ClientEnd::Uet(_) => None,
         }
     }
 
@@ -181,7 +218,15 @@ impl ClientEnd {
     pub fn rdma(&self) -> Option<&Requester> {
         match self {
             ClientEnd::Rdma(r) => Some(r),
-            ClientEnd::Tcp(_) => None,
+            ClientEnd::Tcp(_) | ClientEnd::Uet(_) => None,
+        }
+    }
+
+    /// The UET sender, if this is one.
+    pub fn uet(&self) -> Option<&UetSender> {
+        match self {
+            ClientEnd::Uet(u) => Some(u),
+            ClientEnd::Tcp(_) | ClientEnd::Rdma(_) => None,
         }
     }
 
@@ -190,6 +235,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => (&c.sender.win, c.sender.cc.as_ref()),
             ClientEnd::Rdma(r) => (&r.win, r.cc.as_ref()),
+            ClientEnd::Uet(u) => (&u.win, u.cc.as_ref()),
         }
     }
 
@@ -198,6 +244,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => &mut c.sender.cc,
             ClientEnd::Rdma(r) => &mut r.cc,
+            ClientEnd::Uet(u) => &mut u.cc,
         }
     }
 
@@ -211,6 +258,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.retransmits,
             ClientEnd::Rdma(r) => r.retransmits,
+            ClientEnd::Uet(u) => u.retransmits,
         }
     }
 
@@ -219,6 +267,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => &c.sender.timeouts,
             ClientEnd::Rdma(r) => &r.timeouts,
+            ClientEnd::Uet(u) => &u.timeouts,
         }
     }
 
@@ -227,6 +276,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.tlt.as_ref().map(|t| t.counts),
             ClientEnd::Rdma(r) => r.tlt_counts(),
+            ClientEnd::Uet(_) => None,
         }
     }
 
@@ -235,6 +285,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.sendable_bytes(),
             ClientEnd::Rdma(r) => r.sendable_bytes(),
+            ClientEnd::Uet(u) => u.sendable_bytes(),
         }
     }
 
@@ -243,6 +294,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.una,
             ClientEnd::Rdma(r) => r.una,
+            ClientEnd::Uet(u) => u.una,
         }
     }
 
@@ -251,6 +303,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.is_persistent(),
             ClientEnd::Rdma(r) => r.persistent,
+            ClientEnd::Uet(u) => u.persistent,
         }
     }
 
@@ -259,6 +312,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.sender.make_persistent(),
             ClientEnd::Rdma(r) => r.persistent = true,
+            ClientEnd::Uet(u) => u.persistent = true,
         }
     }
 
@@ -268,6 +322,7 @@ impl ClientEnd {
         match self {
             ClientEnd::Tcp(c) => c.handshake(),
             ClientEnd::Rdma(_) => false,
+            ClientEnd::Uet(_) => false,
         }
     }
 
@@ -280,6 +335,7 @@ impl ClientEnd {
                 (c.sender.size(), c.sender.phase == tcp::Phase::Established)
             }
             ClientEnd::Rdma(r) => (Some(r.append(bytes)), true),
+            ClientEnd::Uet(u) => (Some(u.append(bytes)), true),
         }
     }
 }
@@ -291,6 +347,7 @@ impl ServerEnd {
         match self {
             ServerEnd::Tcp(s) => s.on_packet(pkt, io, cx),
             ServerEnd::Rdma(r) => r.respond(pkt, io, cx),
+            ServerEnd::Uet(u) => u.on_packet(pkt, io, cx),
         }
     }
 
@@ -300,6 +357,7 @@ impl ServerEnd {
         match self {
             ServerEnd::Tcp(s) => s.on_timer(kind, gen, io, cx),
             ServerEnd::Rdma(r) => r.on_timer(kind, io, cx),
+            ServerEnd::Uet(u) => u.on_timer(kind, io, cx),
         }
     }
 
@@ -307,7 +365,7 @@ impl ServerEnd {
     pub fn tcp(&self) -> Option<&TcpServer> {
         match self {
             ServerEnd::Tcp(s) => Some(s),
-            ServerEnd::Rdma(_) => None,
+            ServerEnd::Rdma(_) | ServerEnd::Uet(_) => None,
         }
     }
 
@@ -315,7 +373,15 @@ impl ServerEnd {
     pub fn tcp_mut(&mut self) -> Option<&mut TcpServer> {
         match self {
             ServerEnd::Tcp(s) => Some(s),
-            ServerEnd::Rdma(_) => None,
+            ServerEnd::Rdma(_) | ServerEnd::Uet(_) => None,
+        }
+    }
+
+    /// The UET receiver, if this is one.
+    pub fn uet(&self) -> Option<&UetReceiver> {
+        match self {
+            ServerEnd::Uet(u) => Some(u),
+            ServerEnd::Tcp(_) | ServerEnd::Rdma(_) => None,
         }
     }
 
@@ -324,6 +390,7 @@ impl ServerEnd {
         match self {
             ServerEnd::Tcp(s) => s.receiver.rcv_nxt,
             ServerEnd::Rdma(r) => r.rcv_nxt,
+            ServerEnd::Uet(u) => u.rcv_nxt,
         }
     }
 
@@ -332,6 +399,7 @@ impl ServerEnd {
         match self {
             ServerEnd::Tcp(s) => s.receiver.hops_held.is_some(),
             ServerEnd::Rdma(r) => r.holds_hop_stack(),
+            ServerEnd::Uet(_) => false,
         }
     }
 }

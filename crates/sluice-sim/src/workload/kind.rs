@@ -433,9 +433,9 @@ impl WorkloadConfig {
                 Workload::Rpc { clients, servers, outstanding, request, response, think_time, connections, start, duration }
             }
             "proxy" => {
-                if let Some(name) = ctx.rdma_class {
+                if let Some((name, transport)) = ctx.non_tcp_class {
                     return Err(format!(
-                        "{key}.kind: a proxy relays TCP connections, but class \"{name}\" runs on RDMA; use TCP classes with a proxy"
+                        "{key}.kind: a proxy relays TCP connections, but class \"{name}\" runs on {transport}; use TCP classes with a proxy"
                     ));
                 }
                 only(&["clients", "proxy", "backends", "outstanding", "header_size", "body_size", "start", "duration"])?;
@@ -491,7 +491,7 @@ mod tests {
             seed: 1,
             mss: 1448,
             handshake,
-            rdma_class: None,
+            non_tcp_class: None,
             rules: Arc::new(ClassRules::default()),
         };
         toml::from_str::<WorkloadConfig>(toml).unwrap().parse("workloads[0]", &ctx).map(|p| p.workload)

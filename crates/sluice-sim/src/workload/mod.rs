@@ -316,8 +316,9 @@ pub struct WorkloadContext<'a> {
     pub mss: u64,
     /// Connections open with a handshake and close with FINs.
     pub handshake: bool,
-    /// The first class (by name) that runs on RDMA, whose flows a proxy cannot relay.
-    pub rdma_class: Option<&'a str>,
+    /// The first class (by name) that runs on RDMA or UET, whose flows a proxy cannot relay,
+    /// and that transport's name.
+    pub non_tcp_class: Option<(&'a str, &'static str)>,
     /// Class selection for flows of workloads that name no class.
     pub rules: Arc<ClassRules>,
 }

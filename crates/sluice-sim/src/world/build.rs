@@ -24,6 +24,7 @@ use crate::packet::hpcc_int::HopSlab;
 use crate::time::Time;
 use crate::flow::build::{flow_hash, ClassRuntime, IntRuntime, TransportBuilder};
 use crate::transport::rdma::{RdmaConfig, RdmaTlt};
+use crate::transport::uet::{UetConfig, UetNetwork};
 use crate::transport::tcp::TcpConfig;
 use crate::workload::app::App;
 use crate::workload::runtime::Runtime;
@@ -48,6 +49,8 @@ pub struct WorldSpec {
     pub tcp: TcpConfig,
     /// RDMA queue-pair settings, and TLT's marking when TLT is on.
     pub rdma: (RdmaConfig, Option<RdmaTlt>),
+    /// The Ultra Ethernet transport's settings, when a class runs on it.
+    pub uet: Option<UetConfig>,
     /// Classes by index; `default` is always present.
     pub classes: Vec<ClassRuntime>,
     /// Every flow, sorted by start time.
@@ -159,6 +162,10 @@ impl World {
             let host_ports = net.ports.iter().map(|port| !net.is_switch(port.node)).collect();
             Box::new(Capture::new(c, host_ports))
         });
+        let uet = p.uet.map(|cfg| {
+            let measured = UetNetwork::measure(&net, &cfg);
+            (cfg, measured)
+        });
         let mut world = World {
             q: EventQueue::new(),
             clock: Time::ZERO,
@@ -182,6 +189,8 @@ impl World {
                 rdma: p.rdma,
                 lazy_tcb: hosts.offloads.iter().map(|o| o.as_deref().is_some_and(|o| o.lazy_tcb)).collect(),
                 int: p.int,
+                uet,
+                seed: p.seed,
             }),
             hosts,
             counters: vec![Counters::default(); global + 1],

@@ -704,7 +704,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: crate::time::Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None }
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: crate::time::Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None }
     }
 
     fn build(name: &str, params: &str) -> Box<dyn CongestionControl> {

@@ -38,10 +38,11 @@ impl Trim {
     }
 
     /// Cuts `pkt` to its header in place. Its sequence number, length and CE mark stay, so the
-    /// receiver knows which data it lost and whether that data met congestion on the way.
+    /// receiver knows which data it lost and whether that data met congestion on the way, and
+    /// the header records its TTL here, so the receiver knows whether this was the last hop.
     pub fn cut(&self, pkt: &mut Packet) {
         pkt.wire_bytes = self.header;
-        pkt.fabric |= fabric::TRIMMED;
+        pkt.fabric = fabric::TRIMMED | (pkt.ttl.min(fabric::TTL_MAX) << 1);
     }
 }
 

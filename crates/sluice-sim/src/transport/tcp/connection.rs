@@ -71,6 +71,13 @@ impl Route {
         self.hash_fwd ^ n.wrapping_mul(0x9E37_79B9)
     }
 
+    /// The ECMP hash of a packet from the server that answers one sent on entropy `n`, so an
+    /// ACK takes a path of its own too.
+    #[inline]
+    pub fn entropy_rev(&self, n: u32) -> u32 {
+        self.hash_rev ^ n.wrapping_mul(0x9E37_79B9)
+    }
+
     /// A packet from the client to the server: addresses, ECMP hash, priority, a fresh TTL.
     #[inline]
     pub fn forward(&self) -> Packet {
@@ -172,7 +179,7 @@ mod tests {
 
     fn connection(size: u64) -> TcpConnection {
         let cfg = TcpConfig { handshake: true, time_wait: Time::from_us(50), ..TcpConfig::default() };
-        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
         let reno = crate::cc::factory("newreno", &toml::Table::new()).unwrap();
         let sender = Sender::new(&cfg, Some(size), reno(&ctx));
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };

@@ -660,7 +660,7 @@ mod tests {
     }
 
     fn sender_with(size: u64, cfg: TcpConfig) -> Sender {
-        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
         let algo = cc::factory("newreno", &toml::Table::new()).unwrap()(&ctx);
         Sender::new(&cfg, Some(size), algo)
     }
