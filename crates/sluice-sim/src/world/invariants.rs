@@ -20,6 +20,12 @@ fn on_cut_links(w: &World) -> impl Iterator<Item = &Packet> + '_ {
     w.on_cut_links().map(|(_, i)| w.flying().get(i)).filter(|p| !p.is_pfc())
 }
 
+/// Host-sent packets a port holds: queued, on its wire, or waiting in its control queue (the
+/// control priority's ACKs and NACKs, beside PFC frames, which no host sent).
+fn in_port(p: &Port, flying: &Flying) -> u64 {
+    p.queue.len() as u64 + p.control.iter().filter(|c| !c.is_pfc()).count() as u64 + on_wire(p, flying)
+}
+
 /// Checks that each partition accounts for its packets by itself: what its hosts sent and what
 /// arrived over its cut links is delivered to its hosts, dropped there, sent across a cut link, or
 /// still in its queues and on its own links. (Counts moved between partitions leave the run's
@@ -29,7 +35,7 @@ fn partitions_conserve(w: &World) -> Result<(), String> {
     let (net, flying, parts) = (w.fabric(), w.flying(), w.partitions());
     let mut held = vec![0u64; parts.count];
     for p in &net.ports {
-        held[parts.of_node[p.node as usize].index()] += p.queue.len() as u64 + on_wire(p, flying);
+        held[parts.of_node[p.node as usize].index()] += in_port(p, flying);
     }
     for sw in &net.switches {
         if let Some(tor) = sw.tor.as_deref() {
@@ -107,8 +113,7 @@ fn check_packets(w: &World, whole: bool) -> Result<(), String> {
         return Err(format!("wire store broken: {} packets stored != {} on the wires", flying.len(), on_wires));
     }
     let in_voqs = net.switches.iter().filter_map(|s| s.tor.as_deref()).map(|t| t.queued().count() as u64).sum::<u64>();
-    let in_network: u64 =
-        net.ports.iter().map(|p| p.queue.len() as u64 + on_wire(p, flying)).sum::<u64>() + in_voqs + on_cut_links(w).count() as u64;
+    let in_network: u64 = net.ports.iter().map(|p| in_port(p, flying)).sum::<u64>() + in_voqs + on_cut_links(w).count() as u64;
     if whole && c.packets_sent != c.packets_delivered + c.drops() + in_network {
         return Err(format!(
             "packet conservation broken: sent {} != delivered {} + dropped {} + in network {}",
