@@ -342,7 +342,7 @@ fn list() {
     println!("  victim       coin (default: the arrival or the packet queued last, even odds, as the UEC reference) or arrival");
     println!("  enabled      false turns it off for a rate or port under a switch-wide table");
     println!("per-packet spraying (classes.<name>.spray = true): each data packet takes an ECMP hash of its own");
-    println!("the Ultra Ethernet transport (classes.<name>.transport = \"uet\", with cc = \"nscc\" or \"constant\"; settings in [uet]):");
+    println!("the Ultra Ethernet transport (classes.<name>.transport = \"uet\", with cc = \"nscc\", \"rccc\" or \"constant\"; settings in [uet]):");
     println!("  mtu          packet bytes with the 64-byte UET header (default 4150)");
     println!("  framing      Ethernet framing bytes each packet adds on the wire (default 38; 0 counts as the UEC reference does)");
     println!("  sack_threshold  the receiver acknowledges at least every this many bytes (default 16384B)");

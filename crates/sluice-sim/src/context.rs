@@ -42,6 +42,8 @@ pub enum Event {
     CpuDone(HostId, u16),
     /// A host NIC's offload timer wheel ticks.
     NicTick(HostId),
+    /// A host's pull pacer grants its next credit (UET's RCCC).
+    PullPace(HostId),
     /// A link fails or comes back: the port that sends on it, and the change's place in the
     /// world's list.
     LinkChange(PortId, u32),
@@ -155,12 +157,16 @@ pub struct UetCounters {
     pub new: u64,
     /// Packets resent.
     pub rtx: u64,
+    /// RTSs sent: probes that ask the receiver for credit or an ACK.
+    pub rts: u64,
     /// ACKs that reached their sender.
     pub acks: u64,
     /// NACKs that reached their sender.
     pub nacks: u64,
     /// Of those, NACKs for packets already acknowledged or already queued to resend.
     pub nacks_ignored: u64,
+    /// PULLs (receiver credit) that reached their sender.
+    pub pulls: u64,
     /// Data packets that reached a receiver that had them (the reference's "spurious").
     pub spurious: u64,
     /// Trimmed headers a receiver answered with a NACK.
@@ -169,9 +175,11 @@ pub struct UetCounters {
 
 impl UetCounters {
     fn add(&mut self, o: &UetCounters) {
-        let UetCounters { new, rtx, acks, nacks, nacks_ignored, spurious, headers_nacked } = o;
+        let UetCounters { new, rtx, rts, acks, nacks, nacks_ignored, pulls, spurious, headers_nacked } = o;
         self.new += new;
         self.rtx += rtx;
+        self.rts += rts;
+        self.pulls += pulls;
         self.acks += acks;
         self.nacks += nacks;
         self.nacks_ignored += nacks_ignored;

@@ -209,7 +209,7 @@ impl World {
                 let flow = &self.flows[f];
                 of_host(if kind.at_server() { flow.dst } else { flow.src })
             }
-            Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) => of_host(h),
+            Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) | Event::PullPace(h) => of_host(h),
             // Applications keep the fabric one partition.
             Event::AppStart(_) | Event::AppTimer(..) => 0,
             Event::LinkChange(p, _) => of_port(p, false),
@@ -320,6 +320,7 @@ impl World {
                 self.hosts.nics[h].wake_at = None;
                 self.hosts.nic_send(h, &mut host_cx!(self, now));
             }
+            Event::PullPace(h) => self.hosts.pull_pace(h, &mut host_cx!(self, now)),
             Event::FlowStart(f) => {
                 if f.index() < self.static_flows {
                     self.started += 1;

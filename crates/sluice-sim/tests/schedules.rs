@@ -150,6 +150,24 @@ fn the_ultra_ethernet_transport_is_the_same_under_every_schedule() {
 }
 
 #[test]
+fn receiver_credit_is_the_same_under_every_schedule() {
+    // RCCC beside NSCC: each receiving host's pull pacer grants its flows credit in turn, its
+    // events and PULLs those of the host's partition.
+    let credit = [
+        "sim.duration=\"2ms\"",
+        "switch.trim.threshold=\"20KB\"",
+        "classes.default.cc=\"nscc\"",
+        "classes.default.params={ receiver_cc = true }",
+        "classes.default.transport=\"uet\"",
+    ];
+    let (one, _, _) = outputs("scenarios/websearch_leafspine.toml", &credit, Schedule::Interleaved);
+    let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
+    let pulls = &summary["uet"]["pulls"];
+    assert!(pulls.as_u64() > Some(1000), "{pulls} PULLs");
+    same_under_every_schedule("scenarios/websearch_leafspine.toml", &credit, 4);
+}
+
+#[test]
 fn every_log_is_the_same_under_every_schedule() {
     // Capture (cut short, so which packets are kept matters), TCP-INT telemetry rows, window
     // and queue samples, each written by several partitions at the same instants.

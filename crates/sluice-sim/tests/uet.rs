@@ -79,6 +79,61 @@ fn an_incast_is_repaired_by_nacks_and_ends_with_the_reference() {
     assert_eq!(u["headers_nacked"].as_u64().unwrap(), w.counters().trims + w.counters().trim_evictions, "every header reached its receiver");
 }
 
+/// The fabric with `cc`'s class under receiver credit: as the reference does while RCCC runs
+/// (`main_uec.cpp:708`), ToR ports towards hosts mark no ECN.
+fn credited(cc: &str, k: usize) -> String {
+    let quiet: String = (0..k * k * k / 4).map(|h| format!("[switch.ports.\"sw{}->h{h}\".ecn]\nmode = \"off\"\n", h / (k / 2))).collect();
+    FABRIC.replacen("cc = \"nscc\"", cc, 1).replacen("[uet]", &format!("{quiet}[uet]"), 1)
+}
+
+/// RCCC alone (`rccc`, the reference's `-receiver_cc_only`) and beside NSCC (`nscc` with
+/// `receiver_cc = true`, its `-sender_cc -receiver_cc`), on one 2 MB flow: 490 packets, none
+/// resent, 126 ACKs, done at 177.368 µs (`validate_uec_rcv.out`, `validate_uec_both.out`).
+/// The reference's own trace (`-debug`) shows 157 PULLs reaching the sender before it finishes,
+/// of the 206 it counts: its pacer goes on slow-pulling a finished flow, where sluice's drops a
+/// flow whose receiver has closed.
+#[test]
+fn one_connection_under_receiver_credit_takes_what_the_reference_takes() {
+    for cc in ["cc = \"rccc\"", "cc = \"nscc\"\nparams = { receiver_cc = true }"] {
+        let w = run_text(&format!("{}[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 13, size = \"2000000B\", start = \"0us\" }}]\n", credited(cc, 4)), &[]);
+        let u = uet(&w);
+        assert_eq!((u["new"].as_u64(), u["rtx"].as_u64(), u["acks"].as_u64(), u["rts"].as_u64()), (Some(490), Some(0), Some(126), Some(0)), "{cc}: {u}");
+        let pulls = u["pulls"].as_u64().unwrap();
+        assert!(pulls.abs_diff(157) <= 8, "{cc}: {pulls} PULLs; the reference's sender took 157 before it finished (5%)");
+        let t = finish_us(&w)[0];
+        assert!((t - 177.368).abs() <= 0.177, "{cc}: finished at {t} µs; the reference at 177.368 (0.1%)");
+    }
+}
+
+/// Fifteen and 127 flows of 2 MB into one host (`incast.cm`, `incast_128.cm`, the latter on a
+/// k = 8 fat tree) under credit: the receiver's pacer, not the trims, sets the pace, so a tenth
+/// as many packets are resent as under NSCC alone. The reference (last and first done, packets
+/// resent, RTSs): RCCC 2464.44 and 2368.38 µs, 762, 0 for 15 flows; 20891.4 and 20354.6 µs,
+/// 6218, 38 for 127. Both: 2462.92 and 2387.91, 758, 1; 20892.4 and 20353.9, 6226, 22.
+#[test]
+fn incasts_under_receiver_credit_end_with_the_reference() {
+    let cases = [
+        ("cc = \"rccc\"", 4, 15, (2464.44, 2368.38, 762.0, 0)),
+        ("cc = \"nscc\"\nparams = { receiver_cc = true }", 4, 15, (2462.92, 2387.91, 758.0, 1)),
+        ("cc = \"rccc\"", 8, 127, (20891.4, 20354.6, 6218.0, 38)),
+        ("cc = \"nscc\"\nparams = { receiver_cc = true }", 8, 127, (20892.4, 20353.9, 6226.0, 22)),
+    ];
+    for (cc, k, senders, (last_ref, first_ref, rtx_ref, rts_ref)) in cases {
+        let flows: Vec<String> = (1..=senders).map(|s| format!("{{ src = {s}, dst = 0, size = \"2000000B\", start = \"0us\" }}")).collect();
+        let text = format!("{}[[workloads]]\nkind = \"flows\"\nflows = [{}]\n", credited(cc, k), flows.join(", ")).replacen("k = 4", &format!("k = {k}"), 1);
+        let w = run_text(&text, &[]);
+        let u = uet(&w);
+        let fin = finish_us(&w);
+        let (last, first) = (fin.iter().copied().fold(0.0, f64::max), fin.iter().copied().fold(f64::MAX, f64::min));
+        assert!((last - last_ref).abs() <= 0.01 * last_ref, "{cc}, {senders} senders: last done at {last} µs; the reference at {last_ref} (1%)");
+        assert!((first - first_ref).abs() <= 0.03 * first_ref, "{cc}, {senders}: first done at {first} µs; the reference at {first_ref} (3%)");
+        let rtx = u["rtx"].as_u64().unwrap() as f64;
+        assert!((rtx - rtx_ref).abs() <= 0.05 * rtx_ref, "{cc}, {senders}: {rtx} resent; the reference {rtx_ref} (5%)");
+        let rts = u["rts"].as_u64().unwrap();
+        assert!(rts.abs_diff(rts_ref) <= rts_ref / 2 + 1, "{cc}, {senders}: {rts} RTSs; the reference {rts_ref}");
+    }
+}
+
 /// A permutation of 2 MB flows: pinned to one path each (`paths = 1`), flows collide on the
 /// core and the last takes twice as long as when each sprays over 64 EVs (the reference:
 /// 527.8 against 194.0 µs on its `perm_16n`).
@@ -99,13 +154,18 @@ fn spreading_over_many_paths_halves_a_permutations_tail() {
 fn a_uet_class_refuses_what_it_cannot_run() {
     let flows = "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 13, size = \"1MB\" }]\n";
     let refuse = |from: &str, to: &str| refusal(&format!("{FABRIC}{flows}").replacen(from, to, 1), "uet.toml");
-    assert_eq!(refuse("cc = \"nscc\"", "cc = \"cubic\""), "classes.default.cc: transport = \"uet\" runs UET's congestion control; expected \"nscc\" or \"constant\", got \"cubic\"");
+    assert_eq!(refuse("cc = \"nscc\"", "cc = \"cubic\""), "classes.default.cc: transport = \"uet\" runs UET's congestion control; expected \"nscc\", \"rccc\" or \"constant\", got \"cubic\"");
     let tcp = format!("{FABRIC}{flows}").replacen("transport = \"uet\"", "transport = \"tcp\"", 1).replacen("[uet]\nframing = 0\n", "", 1);
     assert_eq!(
         refusal(&tcp, "uet.toml"),
         "classes.default.cc: \"nscc\" is UET's congestion control and runs only with transport = \"uet\"; this class has transport = \"tcp\""
     );
     assert!(refuse("cc = \"nscc\"", "cc = \"nsc\"").contains("did you mean `nscc`?"));
+    assert_eq!(
+        refusal(&tcp.replacen("cc = \"nscc\"", "cc = \"rccc\"", 1), "uet.toml"),
+        "classes.default.cc: \"rccc\" is UET's congestion control and runs only with transport = \"uet\"; this class has transport = \"tcp\""
+    );
+    assert!(refuse("cc = \"nscc\"", "cc = \"nscc\"\nparams = { receiver_cc = 1 }").contains("receiver_cc"));
     assert_eq!(refuse("framing = 0", "framing = 0\npaths = 100"), "uet.paths: expected a power of two from 1 to 32768 entropy values, got 100");
     assert!(refuse("framing = 0", "framing = 0\nload_balancing_algo = \"ecmp\"").starts_with("uet.load_balancing_algo: expected \"oblivious\""));
     assert_eq!(

@@ -22,6 +22,7 @@ mod newreno;
 mod nscc;
 pub mod portable;
 pub mod presets;
+mod rccc;
 mod swift;
 mod timely;
 
@@ -79,6 +80,9 @@ pub struct AckSignals {
     /// The rate sample came from data sent while the flow had nothing more to send, so it may
     /// understate what the path carries.
     pub is_app_limited: bool,
+    /// The ACK answers a probe with no data (UET's RTS): its round trip is a delay sample, but
+    /// not one the flow's base RTT may fall to.
+    pub probe: bool,
 }
 
 /// A decoded TCP-INT echo: what the path's most congested hop reported, and the path latency.
@@ -193,6 +197,18 @@ pub struct LossSignals {
     pub in_flight: u64,
 }
 
+/// A UET flow whose receiver grants it credit (RCCC): the sender sends only while it holds
+/// some, and the receiver's host paces the credit out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiverCredit {
+    /// Bytes of credit the sender starts with and never holds more of: the speculative window
+    /// (`_configured_maxwnd`).
+    pub cap: u64,
+    /// The algorithm's window also limits sending (NSCC and RCCC together); otherwise credit
+    /// alone does.
+    pub windowed: bool,
+}
+
 /// The transports an algorithm runs on, as a set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transports(u8);
@@ -251,6 +267,10 @@ pub trait CongestionControl: Send {
             LossCause::Timeout => CongestionEvent::Timeout,
         };
         self.on_congestion(ev, loss.now, win)
+    }
+    /// Where the algorithm runs with UET's receiver credit (RCCC), how much the sender may hold.
+    fn receiver_credit(&self) -> Option<ReceiverCredit> {
+        None
     }
     /// Called at the interval the algorithm asked for with `tick_interval`.
     fn on_tick(&mut self, _now: Time, _win: &mut Window) {}
@@ -448,6 +468,14 @@ pub static REGISTRY: &[AlgorithmInfo] = &[
         params: nscc::PARAMS,
         transports: Transports::UET,
         build: nscc::factory,
+    },
+    AlgorithmInfo {
+        name: "rccc",
+        aliases: &[],
+        summary: "RCCC (Ultra Ethernet): the receiver's host paces credit at line rate; the sender sends on credit alone (UET)",
+        params: rccc::PARAMS,
+        transports: Transports::UET,
+        build: rccc::factory,
     },
     AlgorithmInfo {
         name: "constant",

@@ -13,7 +13,7 @@
 //! Increases gather in `inc` and are applied at most every `adjust_bytes_threshold` bytes or
 //! `adjust_period_threshold`, as `inc / cwnd` (integer division, as the reference does).
 
-use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, LossCause, LossSignals, UetFlow, Window};
+use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, LossCause, LossSignals, ReceiverCredit, UetFlow, Window};
 use crate::auto::Auto;
 use crate::time::{Bytes, Time};
 use serde::Deserialize;
@@ -37,6 +37,7 @@ pub(super) const PARAMS: &[(&str, &str)] = &[
     ("fast_increase_delay", "\"1us\"  # delay below which a window's worth of ACKs starts fast increase"),
     ("quick_adapt", "true  # cut the window to what the last window delivered after loss or a long delay"),
     ("wrap_inc_bytes", "false  # keep the increase in 32 bits and let it wrap, as the reference's uint32 does at 800 Gb/s"),
+    ("receiver_cc", "false  # run with RCCC's receiver credit too (-sender_cc -receiver_cc): send on credit and window; a last-hop trim keeps the window"),
 ];
 
 /// The reference's scaling point: 12 µs at 100 Gb/s, a 150,000-byte BDP (`uec.cpp:86-159`).
@@ -64,6 +65,7 @@ struct Config {
     fast_increase_delay: Time,
     quick_adapt: bool,
     wrap_inc_bytes: bool,
+    receiver_cc: bool,
 }
 
 impl Default for Config {
@@ -86,6 +88,7 @@ impl Default for Config {
             fast_increase_delay: Time::from_us(1),
             quick_adapt: true,
             wrap_inc_bytes: false,
+            receiver_cc: false,
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct Params {
     pub quick_adapt: bool,
     /// `inc` wraps at 32 bits.
     pub wrap_inc: bool,
+    /// RCCC's receiver credit runs beside the window.
+    pub receiver_cc: bool,
 }
 
 impl Config {
@@ -164,6 +169,7 @@ impl Config {
             fast_increase_delay: self.fast_increase_delay,
             quick_adapt: self.quick_adapt,
             wrap_inc: self.wrap_inc_bytes,
+            receiver_cc: self.receiver_cc,
         }
     }
 }
@@ -218,6 +224,8 @@ pub struct Nscc {
     cwnd: i64,
     /// Largest window: 1.5 BDP at the base RTT, shrinking with it.
     maxwnd: i64,
+    /// maxwnd as the flow started: the speculative credit under RCCC.
+    configured_maxwnd: u64,
     /// Smallest round trip seen: starts at the flow's unloaded RTT and only falls.
     base_rtt: Time,
     /// Bits per second, for the BDP.
@@ -258,6 +266,7 @@ impl Nscc {
             p,
             cwnd,
             maxwnd,
+            configured_maxwnd: maxwnd as u64,
             base_rtt: ctx.base_rtt,
             rate_bps,
             avg_delay: 0,
@@ -400,7 +409,9 @@ impl CongestionControl for Nscc {
         self.ignored += acked;
         let delay = match ack.rtt {
             Some(raw) => {
-                self.update_base_rtt(raw);
+                if !ack.probe {
+                    self.update_base_rtt(raw);
+                }
                 if raw >= self.base_rtt {
                     self.update_delay(raw, ecn);
                     raw - self.base_rtt
@@ -434,8 +445,9 @@ impl CongestionControl for Nscc {
     }
 
     /// A trim's NACK stands for a delay of one network RTT and asks for quick adapt; unless
-    /// that acts, the window loses the packet's bytes. A timeout takes the bytes, down to
-    /// one MTU (`updateCwndOnNack_NSCC`, `mark_packet_for_retransmission`).
+    /// that acts, the window loses the packet's bytes, except under receiver credit where the
+    /// trim was at the last hop, which the receiver's pacing owns. A timeout takes the bytes,
+    /// down to one MTU (`updateCwndOnNack_NSCC`, `mark_packet_for_retransmission`).
     fn on_loss(&mut self, loss: &LossSignals, win: &mut Window) {
         match loss.cause {
             LossCause::Trimmed => {
@@ -445,7 +457,8 @@ impl CongestionControl for Nscc {
                 self.ignored += loss.bytes;
                 self.update_delay(self.base_rtt + self.p.network_rtt, true);
                 self.trigger_qa = true;
-                if !self.quick_adapt(loss.now, true, true, Time::ZERO, loss.in_flight) {
+                let cut = !self.p.receiver_cc || !loss.last_hop;
+                if !self.quick_adapt(loss.now, true, true, Time::ZERO, loss.in_flight) && cut {
                     self.cwnd -= loss.bytes as i64;
                     self.bounds();
                 }
@@ -457,6 +470,10 @@ impl CongestionControl for Nscc {
 
     /// UET reports loss per packet (`on_loss`) and ECN per ACK; nothing else reaches NSCC.
     fn on_congestion(&mut self, _ev: CongestionEvent, _now: Time, _win: &mut Window) {}
+
+    fn receiver_credit(&self) -> Option<ReceiverCredit> {
+        self.p.receiver_cc.then_some(ReceiverCredit { cap: self.configured_maxwnd, windowed: true })
+    }
 
     fn state(&self) -> Vec<(&'static str, f64)> {
         vec![

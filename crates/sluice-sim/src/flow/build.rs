@@ -219,7 +219,7 @@ impl TransportBuilder {
         // other flows, partitions or threads.
         let mut rng = stream(self.seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407), 5);
         let paths = PathPolicy::new(&cfg.load_balancing_algo, cfg.paths, &mut rng).expect("uet.load_balancing_algo is checked");
-        let conn = uet::connection(cfg, route, spec.size, (class.factory)(&ctx), net.rto(cfg, link_rate), paths, rng);
+        let conn = uet::connection(cfg, route, spec.size, (class.factory)(&ctx), net.timers(cfg, link_rate), paths, rng);
         let ends = (ClientEnd::Uet(Box::new(conn.sender)), ServerEnd::Uet(Box::new(conn.receiver)));
         let mut flow = Flow::new(FlowId(id), HostId(src), HostId(dst), spec.class as u16, class.priority, spec.size, spec.start, ends);
         let first = cfg.frame(spec.size.unwrap_or(mss).min(mss)) as u64;

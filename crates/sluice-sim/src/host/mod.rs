@@ -7,6 +7,7 @@
 pub mod cpu;
 pub mod nic;
 pub mod offload;
+pub mod pull;
 pub mod scheduler;
 pub mod splice;
 pub mod stack;

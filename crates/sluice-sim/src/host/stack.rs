@@ -8,6 +8,7 @@
 use super::cpu::{Cpu, Cycles, Op};
 use super::nic::Nic;
 use super::offload::Offload;
+use super::pull::{PullPacer, Turn};
 use super::splice::Relayed;
 use super::telemetry::{TelemetryLog, TelemetryRow};
 use crate::context::{Cx, Event, TimerKind};
@@ -17,6 +18,7 @@ use crate::net::port::Port;
 use crate::packet::{flags, Packet};
 use crate::time::Time;
 use crate::transport::tcp::State;
+use crate::transport::uet::PULL_QUANTA;
 use crate::transport::{ClientEnd, Io, ServerEnd, Side};
 use crate::workload::proxy::{RelayEnd, Splicing};
 
@@ -64,6 +66,8 @@ pub struct Hosts {
     pub cpus: Vec<Option<Box<Cpu>>>,
     /// Each host's NIC offload, where it has one; empty when no host has one.
     pub offloads: Vec<Option<Box<Offload>>>,
+    /// Each host's pull pacer, from its first flow under UET's receiver credit; empty until then.
+    pub pacers: Vec<Option<Box<PullPacer>>>,
     /// TCP-INT echoes senders decoded.
     pub telemetry: TelemetryLog,
     /// The current report of a transport, reused so a packet allocates nothing.
@@ -75,7 +79,7 @@ pub struct Hosts {
 impl Hosts {
     /// Hosts with `nics`, no CPU or offload yet, logging telemetry to `telemetry`.
     pub fn new(nics: Vec<Nic>, telemetry: TelemetryLog, mss: u64) -> Hosts {
-        Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), telemetry, io: Io::default(), mss }
+        Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), pacers: Vec::new(), telemetry, io: Io::default(), mss }
     }
 
     /// What the transport of the last [`ReportFrom`] reported.
@@ -370,6 +374,47 @@ impl Hosts {
         if let Some((start, len)) = io.delivered {
             s.flows[f].app_receive(start, len);
         }
+        if io.pull {
+            self.request_pull(c.host, f, s);
+        }
+    }
+
+    /// Flow `f`'s receiver at host `h` wants credit: it joins the host's pull pacer, which
+    /// starts now if it was stopped.
+    #[cold]
+    fn request_pull(&mut self, h: HostId, f: FlowId, s: &mut HostCx) {
+        if self.pacers.is_empty() {
+            self.pacers.resize_with(self.nics.len(), || None);
+        }
+        let rate = s.ports[self.nics[h].port].built_rate;
+        let pacer = self.pacers[h.index()].get_or_insert_with(|| Box::new(PullPacer::new(rate)));
+        if pacer.request(f) {
+            s.cx.schedule(s.cx.now, Event::PullPace(h));
+        }
+    }
+
+    /// Host `h`'s pull pacer sends its next PULL, to the next flow in turn, and waits as long
+    /// as the credit it granted takes on the line; a flow whose receiver has closed leaves.
+    pub fn pull_pace(&mut self, h: HostId, s: &mut HostCx) {
+        let pacer = self.pacers[h.index()].as_deref_mut().expect("a pull event for a host with a pacer");
+        let (pull, granted) = loop {
+            let Some(turn) = pacer.turn() else {
+                pacer.stop();
+                return;
+            };
+            let (Turn::Pull(f) | Turn::SlowPull(f)) = turn;
+            let Some(r) = s.flows[f].server.as_mut().and_then(|e| e.uet_mut()) else { continue };
+            let (pull, granted) = r.pull(matches!(turn, Turn::SlowPull(_)).then_some(PULL_QUANTA));
+            let wants = r.wants_credit();
+            if let (Turn::Pull(_), false) = (turn, wants) {
+                r.leave_pull_queue();
+            }
+            pacer.requeue(turn, wants, r.takes_slow_pulls());
+            break (pull, granted);
+        };
+        s.cx.schedule(pacer.next_at(s.cx.now, granted), Event::PullPace(h));
+        self.nics[h].ctrl.push_back(pull);
+        self.nic_send(h, s);
     }
 
     /// The host's last share of carrying out `c`, after the applications heard: release a closed

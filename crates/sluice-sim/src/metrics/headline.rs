@@ -106,10 +106,14 @@ pub fn headline(s: &Summary) -> Vec<String> {
         ));
     }
     if let Some(u) = &s.uet {
-        lines.push(format!(
+        let mut line = format!(
             "UET: {} new packets, {} resent; {} ACKs, {} NACKs ({} for packets already acknowledged or queued); {} spurious arrivals",
             u.new, u.rtx, u.acks, u.nacks, u.nacks_ignored, u.spurious
-        ));
+        );
+        if u.pulls > 0 || u.rts > 0 {
+            line += &format!("; {} PULLs, {} RTSs", u.pulls, u.rts);
+        }
+        lines.push(line);
     }
     if let Some(t) = &s.telemetry {
         let mut parts = vec![format!("TCP-INT: {} echoes", t.echoes)];

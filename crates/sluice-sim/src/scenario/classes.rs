@@ -172,7 +172,8 @@ fn runs_on(info: &cc::AlgorithmInfo, transport: ClassTransport) -> Result<(), St
     }
     if transport == ClassTransport::Uet {
         let uet: Vec<_> = cc::REGISTRY.iter().filter(|a| a.transports.has(Transports::UET)).map(|a| format!("\"{}\"", a.name)).collect();
-        return Err(format!("transport = \"uet\" runs UET's congestion control; expected {}, got \"{}\"", uet.join(" or "), info.name));
+        let (last, rest) = uet.split_last().expect("UET has algorithms");
+        return Err(format!("transport = \"uet\" runs UET's congestion control; expected {} or {last}, got \"{}\"", rest.join(", "), info.name));
     }
     let owner = if info.transports.has(Transports::UET) { ("UET's", "uet") } else { ("TCP and RDMA's", "tcp\" or \"rdma") };
     Err(format!(

@@ -73,6 +73,8 @@ pub struct Io {
     pub interim: bool,
     /// What the host stack did, for a host whose CPU is modelled.
     pub work: Work,
+    /// The receiver asks its host's pull pacer for credit to grant (UET's RCCC).
+    pub pull: bool,
 }
 
 /// The stack operations one packet or timer caused at a host, beyond receiving the packet and
@@ -104,6 +106,7 @@ impl Io {
         self.response = false;
         self.interim = false;
         self.work = Work::default();
+        self.pull = false;
     }
 }
 
@@ -379,6 +382,14 @@ impl ServerEnd {
 
     /// The UET receiver, if this is one.
     pub fn uet(&self) -> Option<&UetReceiver> {
+        match self {
+            ServerEnd::Uet(u) => Some(u),
+            ServerEnd::Tcp(_) | ServerEnd::Rdma(_) => None,
+        }
+    }
+
+    /// The UET receiver, to grant credit from.
+    pub fn uet_mut(&mut self) -> Option<&mut UetReceiver> {
         match self {
             ServerEnd::Uet(u) => Some(u),
             ServerEnd::Tcp(_) | ServerEnd::Rdma(_) => None,

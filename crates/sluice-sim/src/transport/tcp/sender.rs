@@ -593,6 +593,7 @@ impl Sender {
             delivery_rate: rs.delivery_rate,
             prior_delivered: rs.prior_delivered,
             is_app_limited: rs.is_app_limited,
+            probe: false,
         };
         if let Some(h) = hops {
             // Copied only for flows that carry records, so other flows build no 168-byte stack.

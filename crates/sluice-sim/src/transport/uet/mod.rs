@@ -12,8 +12,10 @@
 //! - **Acknowledgements.** The first packet, every `sack_threshold` bytes, every CE-marked,
 //!   ack-requested or duplicate packet is acknowledged at once; there is no delayed-ACK timer.
 //!   The sender takes its in-flight bytes down by the receiver's count of bytes received.
-//! - **Congestion control** is a registered algorithm that runs on UET (`nscc`, `constant`):
-//!   it sets the window; the transport sends while the window holds the next packet.
+//! - **Congestion control** is a registered algorithm that runs on UET (`nscc`, `rccc`,
+//!   `constant`): it sets the window, and may ask for receiver credit (RCCC), which the
+//!   receiver's host paces out in PULLs (`host/pull.rs`); the transport sends while the window
+//!   holds the next packet and, under credit, some credit is left.
 //!
 //! On `Packet`, a UET packet is carried in the fields `wire.rs` names.
 
@@ -23,7 +25,7 @@ mod sack;
 mod sender;
 pub mod wire;
 
-pub use receiver::UetReceiver;
+pub use receiver::{UetReceiver, PULL_QUANTA};
 pub use sender::UetSender;
 
 use crate::auto::Auto;
@@ -163,6 +165,15 @@ pub struct UetNetwork {
     pub queue_bytes: u64,
 }
 
+/// How long a sender's timers wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timers {
+    /// The retransmission timeout.
+    pub rto: Time,
+    /// The least time between two RTSs: the network RTT.
+    pub rts_gap: Time,
+}
+
 /// A connection's two ends.
 pub struct Connection {
     /// The sending end (the reference's `UecSrc`).
@@ -171,20 +182,22 @@ pub struct Connection {
     pub receiver: UetReceiver,
 }
 
-/// One flow's connection: `size` bytes (`None`: endless) on `route`, under `cc`, whose
-/// retransmission timeout is `rto` and whose EVs `paths` picks from `rng`.
+/// One flow's connection: `size` bytes (`None`: endless) on `route`, under `cc` (whose
+/// receiver credit, if it asks for it, both ends run), with `timers`, and whose EVs `paths`
+/// picks from `rng`.
 pub fn connection(
     cfg: &UetConfig,
     route: Route,
     size: Option<u64>,
     cc: Box<dyn CongestionControl>,
-    rto: Time,
+    timers: Timers,
     paths: PathPolicy,
     rng: Xoshiro256PlusPlus,
 ) -> Connection {
+    let credit = cc.receiver_credit();
     Connection {
-        sender: UetSender::new(cfg, route, size, cc, rto, paths, rng),
-        receiver: UetReceiver::new(cfg, route),
+        sender: UetSender::new(cfg, route, size, cc, timers, paths, rng),
+        receiver: UetReceiver::new(cfg, route, credit),
     }
 }
 
@@ -211,6 +224,11 @@ impl UetNetwork {
     pub fn rto(&self, cfg: &UetConfig, rate: Rate) -> Time {
         cfg.rto.or(Time::from_us(15) + rate.tx_time(6 * self.queue_bytes))
     }
+
+    /// A flow's timers at its host's `rate`: the RTO, and RTSs a network RTT apart.
+    pub fn timers(&self, cfg: &UetConfig, rate: Rate) -> Timers {
+        Timers { rto: self.rto(cfg, rate), rts_gap: self.network_rtt }
+    }
 }
 
 #[cfg(test)]
@@ -230,7 +248,8 @@ mod tests {
         let mut rng = stream(11, 5);
         let paths = PathPolicy::new(policy, 64, &mut rng).unwrap();
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
-        connection(&UetConfig::default(), route, Some(size), cc, Time::from_us(100), paths, rng)
+        let timers = Timers { rto: Time::from_us(100), rts_gap: net.network_rtt };
+        connection(&UetConfig::default(), route, Some(size), cc, timers, paths, rng)
     }
 
     /// Runs `c` through a channel that trims `trim` of the data packets, loses `lose` of every

@@ -1,14 +1,38 @@
-//! The receiving end (`UecSink`, `uec.cpp:2571-2793`): it takes packets in any order, records
+//! The receiving end (`UecSink`, `uec.cpp:2547-2947`): it takes packets in any order, records
 //! which PSNs arrived, delivers bytes in order to the application, and answers with ACKs that
 //! carry the first missing PSN and a 64-PSN bitmap, or with a NACK for a trimmed header.
+//!
+//! Under receiver credit (RCCC) it also keeps the highest pull target the sender asked for and
+//! the pull number granted; its host's pull pacer (`host/pull.rs`) asks it for each PULL.
 
 use super::sack::RxBitmap;
-use super::wire::{self, AR, LAST_HOP, RTX, RTX_ECHO};
+use super::wire::{self, AR, LAST_HOP, PULL, QUANTUM, RTS, RTX, RTX_ECHO};
 use super::{UetConfig, HEADER};
+use crate::cc::ReceiverCredit;
 use crate::context::{Cx, TimerKind};
 use crate::packet::{flags, Ecn, Packet, CONTROL_PRIO, INITIAL_TTL};
 use crate::transport::tcp::{RangeSet, Route};
 use crate::transport::Io;
+
+/// Credit a PULL grants at most, in quanta: 16,384 bytes (`_credit_per_pull`, which the
+/// reference fixes from its default MSS of 4096 bytes whatever the MTU).
+pub const PULL_QUANTA: u64 = 64;
+
+/// The receiver's side of receiver credit.
+#[derive(Clone, Copy, Debug)]
+struct Grants {
+    /// The highest pull target heard, in quanta (`_highest_pull_target`).
+    target: u64,
+    /// The pull number granted so far (`_latest_pull`).
+    latest: u64,
+    /// Waiting in the pacer's active list (`_in_pull`).
+    in_pull: bool,
+    /// Slow pulls stop once this much unrequested credit is out: the speculative window, in
+    /// whole quanta.
+    slow_cap: u64,
+    /// The last PULL's EV, counting 1 to 127 and round to 0 (`nextEntropy`).
+    ev: u16,
+}
 
 /// The receiving end of a UET connection.
 pub struct UetReceiver {
@@ -31,13 +55,15 @@ pub struct UetReceiver {
     ack_request: bool,
     /// Bytes held above `rcv_nxt`.
     held: RangeSet,
+    /// Receiver credit, where the flow runs with it.
+    grants: Option<Grants>,
     /// Bytes delivered in order.
     pub rcv_nxt: u64,
 }
 
 impl UetReceiver {
-    /// A receiver for `route`'s flow.
-    pub fn new(cfg: &UetConfig, route: Route) -> UetReceiver {
+    /// A receiver for `route`'s flow, granting `credit` where its algorithm asks for it.
+    pub fn new(cfg: &UetConfig, route: Route, credit: Option<ReceiverCredit>) -> UetReceiver {
         UetReceiver {
             route,
             ack_frame: cfg.ack_frame(),
@@ -50,6 +76,7 @@ impl UetReceiver {
             got_any: false,
             ack_request: false,
             held: RangeSet::default(),
+            grants: credit.map(|c| Grants { target: wire::INIT_PULL, latest: wire::INIT_PULL, in_pull: false, slow_cap: c.cap / QUANTUM, ev: 0 }),
             rcv_nxt: 0,
         }
     }
@@ -59,6 +86,9 @@ impl UetReceiver {
         if pkt.is_trimmed() {
             return self.trimmed(pkt, io, cx);
         }
+        if wire::has(pkt, RTS) {
+            return self.rts(pkt, io, cx);
+        }
         if pkt.payload == 0 {
             return;
         }
@@ -67,7 +97,8 @@ impl UetReceiver {
         let size = pkt.payload as u64 + HEADER as u64;
         // Counted before the duplicate test, as the reference does (`uec.cpp:2604`).
         self.accepted += size;
-        if psn < self.expected || self.ooo.get(psn) {
+        self.take_target(pkt, io);
+        if self.has(psn) {
             cx.counters.uet.spurious += 1;
             let base = if ce { psn } else { self.sack_base(psn) };
             return self.ack(pkt, base, ce, io);
@@ -81,6 +112,24 @@ impl UetReceiver {
             force = true;
             self.ack_request = true;
         }
+        if self.mark(psn) && self.ack_request {
+            force = true;
+            self.ack_request = false;
+        }
+        if ce || self.accepted >= self.threshold || force {
+            let base = if ce || requested { psn } else { self.sack_base(psn) };
+            self.ack(pkt, base, ce, io);
+        }
+    }
+
+    /// Whether `psn` had arrived.
+    fn has(&self, psn: u64) -> bool {
+        psn < self.expected || self.ooo.get(psn)
+    }
+
+    /// Records a new `psn`'s arrival; true when the cumulative PSN moved and nothing above it
+    /// is missing.
+    fn mark(&mut self, psn: u64) -> bool {
         if psn == self.expected {
             self.expected += 1;
             while self.ooo.get(self.expected) {
@@ -89,28 +138,61 @@ impl UetReceiver {
                 self.ooo_count -= 1;
             }
             self.ooo.advance(self.expected);
-            if self.ooo_count == 0 && self.ack_request {
-                force = true;
-                self.ack_request = false;
-            }
+            self.ooo_count == 0
         } else {
             debug_assert!(psn < self.expected + super::MAX_OUTSTANDING, "the sender keeps at most MAX_OUTSTANDING PSNs out");
             self.ooo.set(psn);
             self.ooo_count += 1;
+            false
         }
-        if ce || self.accepted >= self.threshold || force {
-            let base = if ce || requested { psn } else { self.sack_base(psn) };
-            self.ack(pkt, base, ce, io);
+    }
+
+    /// A higher pull target puts the flow on the pacer's active list (`handlePullTarget`).
+    fn take_target(&mut self, pkt: &Packet, io: &mut Io) {
+        let Some(g) = self.grants.as_mut() else { return };
+        let pt = wire::pull_target(pkt);
+        if pt > g.target {
+            g.target = pt;
+            if !g.in_pull {
+                g.in_pull = true;
+                io.pull = true;
+            }
         }
+    }
+
+    /// A trim or an RTS asks for a pull even when the target did not move.
+    fn want_pull(&mut self, io: &mut Io) {
+        if let Some(g) = self.grants.as_mut().filter(|g| !g.in_pull) {
+            g.in_pull = true;
+            io.pull = true;
+        }
+    }
+
+    /// An RTS: its PSN counts as arrived (its bytes do not), and it is acknowledged at once,
+    /// the ACK marked as its answer (`processRts`).
+    fn rts(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        self.take_target(pkt, io);
+        self.want_pull(io);
+        let psn = wire::psn(pkt);
+        if self.has(psn) {
+            cx.counters.uet.spurious += 1;
+            let base = self.sack_base(psn);
+            return self.ack(pkt, base, false, io);
+        }
+        if self.mark(psn) {
+            self.ack_request = false;
+        }
+        self.ack(pkt, psn, false, io);
     }
 
     /// A trimmed header: a NACK, so the sender resends at once, unless the data had arrived.
     fn trimmed(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
         let psn = wire::psn(pkt);
-        if psn < self.expected || self.ooo.get(psn) {
+        if self.has(psn) {
             let base = self.sack_base(psn);
             return self.ack(pkt, base, false, io);
         }
+        self.take_target(pkt, io);
         // Hosts never count TTL down, so a header cut at the last switch still has its TTL.
         let last_hop = pkt.ttl == pkt.trim_ttl();
         let mut nack = self.control(pkt, flags::ACK | flags::NACK | if pkt.ecn == Ecn::Ce { flags::ECE } else { 0 });
@@ -121,6 +203,48 @@ impl UetReceiver {
         }
         cx.counters.uet.headers_nacked += 1;
         io.replies.push(nack);
+        self.want_pull(io);
+    }
+
+    /// Whether the flow still wants credit it has not been granted (`backlog() > 0`).
+    pub fn wants_credit(&self) -> bool {
+        self.grants.is_some_and(|g| g.target > g.latest)
+    }
+
+    /// Whether a slow pull may grant more: none is wanted, and the credit granted beyond the
+    /// target is under the speculative window.
+    pub fn takes_slow_pulls(&self) -> bool {
+        self.grants.is_some_and(|g| g.target <= g.latest && g.latest - g.target < g.slow_cap)
+    }
+
+    /// Takes the flow off the pacer's active list.
+    pub fn leave_pull_queue(&mut self) {
+        if let Some(g) = self.grants.as_mut() {
+            g.in_pull = false;
+        }
+    }
+
+    /// A PULL, and the quanta it grants (`pull`): up to a PULL's worth towards the target, or,
+    /// for a slow pull, `slow` quanta whatever the target.
+    pub fn pull(&mut self, slow: Option<u64>) -> (Packet, u64) {
+        let g = self.grants.as_mut().expect("only a flow under receiver credit is pulled");
+        let prev = g.latest;
+        match slow {
+            None => g.latest = (g.latest + PULL_QUANTA).min(g.target.max(prev)),
+            Some(q) => g.latest += q,
+        }
+        g.ev = (g.ev + 1) & 127;
+        let pull = Packet {
+            seq: g.latest,
+            wire_bytes: self.ack_frame,
+            flags: flags::ACK | flags::REVERSE,
+            prio: CONTROL_PRIO,
+            hash: self.route.entropy_rev(g.ev as u32),
+            cookie: g.ev as u32,
+            caps: crate::packet::Caps(PULL),
+            ..self.route.reverse()
+        };
+        (pull, g.latest - prev)
     }
 
     /// Hands the bytes now in order to the application.
@@ -149,6 +273,9 @@ impl UetReceiver {
         wire::set_feedback(&mut a, self.ooo.window(base), wire::psn(data), self.recvd_bytes);
         if wire::has(data, RTX) {
             a.caps.0 |= RTX_ECHO;
+        }
+        if wire::has(data, RTS) {
+            a.caps.0 |= RTS;
         }
         self.accepted = 0;
         io.replies.push(a);
@@ -189,7 +316,7 @@ mod tests {
 
     fn receiver(threshold: u64) -> UetReceiver {
         let cfg = UetConfig { sack_threshold: Bytes(threshold), ..UetConfig::default() };
-        UetReceiver::new(&cfg, Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false })
+        UetReceiver::new(&cfg, Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false }, None)
     }
 
     fn data(psn: u64, bits: u8) -> Packet {
@@ -235,7 +362,7 @@ mod tests {
         ce.ecn = Ecn::Ce;
         let io = take(&mut r, &ce);
         let a = &io.replies[0];
-        assert_eq!((a.seq, wire::psn(a), wire::bitmap(&a)), (7, 5, 1), "base 7, cumulative 5, bit 0 for PSN 7");
+        assert_eq!((a.seq, wire::psn(a), wire::bitmap(a)), (7, 5, 1), "base 7, cumulative 5, bit 0 for PSN 7");
         assert!(a.has(flags::ECE));
         // The count restarts there: the next ACK comes four packets later.
         assert_eq!(answered(&mut r, 8..13), [11]);
@@ -259,7 +386,7 @@ mod tests {
         let io = take_counting(&mut r, &data(1, wire::RTX), &mut b);
         assert_eq!(b.counters.uet.spurious, 1);
         let a = &io.replies[0];
-        assert_eq!((a.seq, wire::psn(&a)), (4, 3));
+        assert_eq!((a.seq, wire::psn(a)), (4, 3));
         assert!(wire::has(a, RTX_ECHO), "it answers a retransmission");
         assert_eq!(wire::recvd_bytes(a), 3 * 4150, "a duplicate adds no bytes received");
         assert_eq!(io.delivered, None);
@@ -305,5 +432,86 @@ mod tests {
         assert_eq!(take(&mut r, &last).delivered, None);
         assert_eq!(take(&mut r, &data(0, 0)).delivered, Some((0, MSS as u64 + 100)));
         assert_eq!(r.rcv_nxt, MSS as u64 + 100);
+    }
+
+    /// A receiver granting credit with a speculative window of 8 packets.
+    fn granting() -> UetReceiver {
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
+        UetReceiver::new(&UetConfig::default(), route, Some(ReceiverCredit { cap: 8 * 4150, windowed: false }))
+    }
+
+    fn targeting(psn: u64, target: u64) -> Packet {
+        let mut p = data(psn, 0);
+        wire::set_pull_target(&mut p, wire::INIT_PULL + target);
+        p
+    }
+
+    #[test]
+    fn a_higher_pull_target_asks_the_pacer_once_and_pulls_grant_up_to_it() {
+        let mut r = granting();
+        assert!(take(&mut r, &targeting(0, 100)).pull, "the first target puts the flow on the pacer");
+        assert!(!take(&mut r, &targeting(1, 150)).pull, "already waiting: once");
+        assert!(!take(&mut r, &targeting(2, 120)).pull && r.wants_credit(), "a lower target changes nothing");
+        // Pulls grant 64 quanta (16 KB) at a time, and no further than the target.
+        let grants: Vec<u64> = (0..3).map(|_| r.pull(None).1).collect();
+        assert_eq!(grants, [64, 64, 22]);
+        let (p, granted) = r.pull(None);
+        assert_eq!((granted, p.seq - wire::INIT_PULL), (0, 150), "met: the pull number stands");
+        assert!(!r.wants_credit());
+        assert!(p.has(flags::ACK) && p.has(flags::REVERSE) && wire::has(&p, PULL) && p.prio == CONTROL_PRIO);
+        // Each PULL takes the next of 128 EVs, 1 first.
+        assert_eq!(wire::ev(&p), 4);
+        // Off the active list, a higher target asks again.
+        r.leave_pull_queue();
+        assert!(take(&mut r, &targeting(3, 151)).pull);
+    }
+
+    #[test]
+    fn slow_pulls_grant_a_pull_whatever_the_target_up_to_the_speculative_window() {
+        let mut r = granting();
+        take(&mut r, &targeting(0, 10));
+        r.pull(None);
+        r.leave_pull_queue();
+        // 8 x 4150 bytes is 129 whole quanta: slow pulls run while less than that is granted
+        // beyond the target.
+        let mut slow = 0;
+        while r.takes_slow_pulls() {
+            assert_eq!(r.pull(Some(PULL_QUANTA)).1, 64);
+            slow += 1;
+        }
+        assert_eq!(slow, 3, "0, 64 and 128 quanta beyond it take one more; 192 does not");
+    }
+
+    #[test]
+    fn an_rts_counts_its_psn_not_its_bytes_and_is_acked_at_once_asking_for_credit() {
+        let mut r = granting();
+        take(&mut r, &data(0, 0));
+        let mut rts = Packet { ack: 1, wire_bytes: 64, caps: Caps(RTS | AR), ..Packet::default() };
+        wire::set_pull_target(&mut rts, wire::INIT_PULL + 5);
+        let io = take(&mut r, &rts);
+        assert!(io.pull);
+        let a = &io.replies[0];
+        assert!(wire::has(a, RTS) && !a.has(flags::NACK));
+        assert_eq!((wire::psn(a), wire::acked_psn(a), wire::recvd_bytes(a)), (2, 1, 4150), "cumulative past the RTS; only data counts bytes");
+        // A duplicate RTS is answered again, as one.
+        let mut b = Bench::new();
+        let again = take_counting(&mut r, &rts, &mut b);
+        assert!(wire::has(&again.replies[0], RTS));
+        assert_eq!(b.counters.uet.spurious, 1);
+    }
+
+    #[test]
+    fn a_trimmed_header_under_credit_asks_for_a_pull_even_at_the_same_target() {
+        let mut r = granting();
+        assert!(take(&mut r, &targeting(0, 10)).pull);
+        r.pull(None);
+        r.leave_pull_queue();
+        let mut h = targeting(1, 10);
+        h.fabric = fabric::TRIMMED | (62 << 1);
+        let io = take(&mut r, &h);
+        assert!(io.pull && io.replies[0].has(flags::NACK));
+        // Without credit, nothing is asked.
+        let mut plain = receiver(16_384);
+        assert!(!take(&mut plain, &h).pull);
     }
 }

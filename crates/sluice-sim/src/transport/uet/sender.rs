@@ -6,15 +6,21 @@
 //! Bytes in flight fall by the receiver's own count of bytes received, which each ACK carries,
 //! not by the sizes of the packets acknowledged: a packet that was resent and then found
 //! received is put back, so it is not counted twice.
+//!
+//! Under receiver credit (RCCC), a packet also needs credit: the sender starts with a
+//! speculative window of it, drops what is left at its first feedback, and from then on is
+//! given credit by the receiver's PULLs. Each data packet tells the receiver how much more it
+//! wants (its pull target). When the timer finds the sender unable to resend, it sends an RTS:
+//! a probe with no data that takes a PSN and asks the receiver for credit.
 
 use super::paths::{Feedback, PathPolicy};
-use super::wire::{self, AR, LAST_HOP, RTX, RTX_ECHO};
-use super::{TimeoutFeedback, UetConfig, HEADER, MAX_OUTSTANDING};
-use crate::cc::{AckSignals, CongestionControl, LossCause, LossSignals, Window};
+use super::wire::{self, AR, LAST_HOP, PULL, QUANTUM, RTS, RTX, RTX_ECHO};
+use super::{Timers, TimeoutFeedback, UetConfig, ACK_BYTES, HEADER, MAX_OUTSTANDING};
+use crate::cc::{AckSignals, CongestionControl, LossCause, LossSignals, ReceiverCredit, Window};
 use crate::context::{Cx, Event, TimerKind};
 use crate::event::{TimerFire, TimerSlot};
 use crate::ids::FlowId;
-use crate::packet::{flags, Caps, Ecn, Packet};
+use crate::packet::{flags, Caps, Ecn, Packet, CONTROL_PRIO};
 use crate::time::Time;
 use crate::transport::tcp::{Route, TimeoutRecord};
 use crate::transport::Io;
@@ -31,11 +37,12 @@ enum State {
     Sacked,
 }
 
-/// One PSN at or above the cumulative ACK.
+/// One PSN at or above the cumulative ACK: a data packet, or an RTS.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     sent_at: Time,
     seq: u64,
+    /// Payload bytes; 0 for an RTS.
     len: u32,
     ev: u16,
     /// Times it was resent.
@@ -48,6 +55,25 @@ impl Slot {
     fn bytes(&self) -> u64 {
         self.len as u64 + HEADER as u64
     }
+
+    fn is_rts(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The sender's side of receiver credit (`UecSrc`'s `_credit`, `_pull`, `_speculating`).
+#[derive(Clone, Copy, Debug)]
+struct Credit {
+    /// Bytes it may send: any positive amount lets a whole packet go, so it can fall below zero.
+    bytes: i64,
+    /// The most it may hold, and what it starts with (`_configured_maxwnd`).
+    cap: i64,
+    /// The pull number granted so far, in quanta from [`wire::INIT_PULL`].
+    pull: u64,
+    /// Sending on the speculative window, before any ACK, NACK or PULL.
+    speculating: bool,
+    /// The algorithm's window limits sending as well.
+    windowed: bool,
 }
 
 /// The sending end of a UET connection.
@@ -69,12 +95,22 @@ pub struct UetSender {
     order: VecDeque<(Time, u64)>,
     /// PSNs waiting to be resent, lowest first.
     rtx: BTreeSet<u64>,
+    /// Their bytes, headers included (`_rtx_backlog`).
+    rtx_bytes: u64,
     /// Payload and header bytes in flight; the receiver's count can take it below zero for a
     /// moment, before a resent packet found received is put back.
     in_flight: i64,
     /// The receiver's count of bytes received, as last heard.
     recvd_bytes: u64,
     rto: Time,
+    /// Least time between RTSs.
+    rts_gap: Time,
+    /// When the last RTS went.
+    last_rts: Option<Time>,
+    /// Receiver credit, where the algorithm runs with it.
+    credit: Option<Credit>,
+    /// The pull target the last data packet carried, which an RTS repeats.
+    pull_target: u64,
     rto_timer: TimerSlot,
     /// The packet the timer runs for: (its send time, its PSN).
     rto_for: Option<(Time, u64)>,
@@ -99,10 +135,11 @@ pub struct UetSender {
 
 impl UetSender {
     /// A sender of `size` bytes (`None`: endless) on `route`.
-    pub fn new(cfg: &UetConfig, route: Route, size: Option<u64>, mut cc: Box<dyn CongestionControl>, rto: Time, paths: PathPolicy, rng: Xoshiro256PlusPlus) -> UetSender {
+    pub fn new(cfg: &UetConfig, route: Route, size: Option<u64>, mut cc: Box<dyn CongestionControl>, timers: Timers, paths: PathPolicy, rng: Xoshiro256PlusPlus) -> UetSender {
         let mss = cfg.mss();
         let mut win = Window { cwnd: cfg.mtu as u64, ssthresh: u64::MAX, pacing_rate: None, mss };
         cc.init(&mut win);
+        let credit = cc.receiver_credit().map(|ReceiverCredit { cap, windowed }| Credit { bytes: cap as i64, cap: cap as i64, pull: wire::INIT_PULL, speculating: true, windowed });
         UetSender {
             route,
             mss,
@@ -114,9 +151,16 @@ impl UetSender {
             slots: VecDeque::new(),
             order: VecDeque::new(),
             rtx: BTreeSet::new(),
+            rtx_bytes: 0,
             in_flight: 0,
             recvd_bytes: 0,
-            rto,
+            rto: timers.rto,
+            // The reference spaces RTSs by its network RTT, which only NSCC's setup sets: under
+            // credit alone they go at every timeout (`sendRTS`, `uec.cpp:2174`).
+            rts_gap: if credit.is_some_and(|c| !c.windowed) { Time::ZERO } else { timers.rts_gap },
+            last_rts: None,
+            credit,
+            pull_target: 0,
             rto_timer: TimerSlot::default(),
             rto_for: None,
             paths,
@@ -150,11 +194,54 @@ impl UetSender {
         }
     }
 
-    /// Whether the window holds the next packet (`can_send_NSCC`). Out of line, so that the
+    /// Whether the window holds the next packet (`can_send_NSCC`) and, under receiver credit,
+    /// some credit is left (`can_send_RCCC`): `isSendPermitted`. Out of line, so that the
     /// NIC's scheduler keeps TCP's test inlined.
     #[inline(never)]
     pub fn has_sendable(&self) -> bool {
-        !self.done && self.next_bytes().is_some_and(|b| self.win.cwnd as i64 >= self.in_flight + b as i64)
+        !self.done && self.next_bytes().is_some_and(|b| self.credit.is_none_or(|c| c.bytes > 0) && (!self.windowed() || self.window_holds(b)))
+    }
+
+    /// Whether the algorithm's window limits sending: always, except under credit alone.
+    fn windowed(&self) -> bool {
+        self.credit.is_none_or(|c| c.windowed)
+    }
+
+    fn window_holds(&self, bytes: u64) -> bool {
+        self.win.cwnd as i64 >= self.in_flight + bytes as i64
+    }
+
+    /// New bytes still to send, a header for each packet included (`_backlog`).
+    fn backlog(&self) -> u64 {
+        let left = self.size - self.next_byte;
+        left.saturating_add(left.div_ceil(self.mss).saturating_mul(HEADER as u64))
+    }
+
+    /// What the receiver is asked to have granted by now, in quanta (`computePullTarget`): the
+    /// bytes still to send, new and lost, no more than the window and one packet, nor than
+    /// the cap, less the credit held; at least a packet while speculating.
+    fn compute_pull_target(&self) -> u64 {
+        let Some(c) = self.credit else { return 0 };
+        let mtu = (self.mss + HEADER as u64) as i64;
+        let mut pt = self.backlog().saturating_add(self.rtx_bytes).min(i64::MAX as u64 / 4) as i64;
+        if c.windowed {
+            pt = pt.min(self.win.cwnd as i64 + mtu);
+        }
+        pt = pt.min(c.cap) - c.bytes;
+        if c.speculating && pt < mtu && self.next_byte < self.size {
+            pt = mtu;
+        }
+        let pt = pt + (c.pull * QUANTUM) as i64;
+        (pt.max(0) as u64).div_ceil(QUANTUM)
+    }
+
+    /// The first ACK, NACK or PULL ends speculation: what is left of the speculative credit
+    /// goes, a debt stays (`stopSpeculating`).
+    fn stop_speculating(&mut self) {
+        if let Some(c) = self.credit.as_mut().filter(|c| c.speculating) {
+            c.speculating = false;
+            c.bytes = c.bytes.min(0);
+        }
     }
 
     /// When the next packet may go: at once, as the NIC's port serialises it.
@@ -199,6 +286,8 @@ impl UetSender {
                 s.sent_at = now;
                 s.ev = ev;
                 let (seq, len, b) = (s.seq, s.len, s.bytes());
+                self.spend(b);
+                self.rtx_bytes -= b;
                 self.in_flight += b as i64;
                 self.retransmits += 1;
                 cx.counters.uet.rtx += 1;
@@ -212,13 +301,17 @@ impl UetSender {
                 self.next_psn += 1;
                 self.next_byte += len as u64;
                 let b = len as u64 + HEADER as u64;
+                self.spend(b);
                 self.in_flight += b as i64;
                 cx.counters.uet.new += 1;
-                // The last packet, or one after which another of its size would not fit.
-                let full = self.in_flight + b as i64 >= self.win.cwnd as i64;
-                (psn, seq, len, if self.next_byte == self.size || full { AR } else { 0 })
+                // The last packet, one after which another of its size would not fit, or the
+                // last of the credit.
+                let full = self.windowed() && self.in_flight + b as i64 >= self.win.cwnd as i64;
+                let spent = self.credit.is_some_and(|c| c.bytes <= 0);
+                (psn, seq, len, if self.next_byte == self.size || full || spent { AR } else { 0 })
             }
         };
+        self.pull_target = self.compute_pull_target();
         self.order.push_back((now, psn));
         self.last_tx = now;
         cx.counters.data_packets += 1;
@@ -226,7 +319,7 @@ impl UetSender {
             self.arm_rto(now + self.rto, cx);
             self.rto_for = Some((now, psn));
         }
-        Some(Packet {
+        let mut pkt = Packet {
             seq,
             ack: psn,
             payload: len,
@@ -237,7 +330,62 @@ impl UetSender {
             ecn: Ecn::Ect,
             ts: now,
             ..self.route.forward()
-        })
+        };
+        wire::set_pull_target(&mut pkt, self.pull_target);
+        Some(pkt)
+    }
+
+    /// Takes a packet's bytes from the credit (`spendCredit`).
+    fn spend(&mut self, bytes: u64) {
+        if let Some(c) = self.credit.as_mut() {
+            c.bytes -= bytes as i64;
+        }
+    }
+
+    /// An RTS on PSN `psn` (a new one, or a lost one again), no more than one a `rts_gap` unless
+    /// `again`; it carries the last pull target (`sendRTS`).
+    fn send_rts(&mut self, again: Option<u64>, io: &mut Io, cx: &mut Cx) {
+        let now = cx.now;
+        if again.is_none() && (self.last_rts.is_some_and(|t| now - t < self.rts_gap) || self.next_psn - self.cum >= MAX_OUTSTANDING) {
+            return;
+        }
+        let ev = self.paths.next(self.next_psn, self.win.cwnd / self.mss, &mut self.rng);
+        let (psn, bits) = match again {
+            Some(psn) => {
+                let s = self.slot_mut(psn).expect("a lost RTS has its slot");
+                s.state = State::InFlight;
+                s.tx = s.tx.saturating_add(1);
+                s.sent_at = now;
+                s.ev = ev;
+                (psn, RTS | AR | RTX)
+            }
+            None => {
+                let psn = self.next_psn;
+                self.slots.push_back(Slot { sent_at: now, seq: self.next_byte, len: 0, ev, tx: 0, state: State::InFlight });
+                self.next_psn += 1;
+                self.last_rts = Some(now);
+                (psn, RTS | AR)
+            }
+        };
+        self.order.push_back((now, psn));
+        cx.counters.uet.rts += 1;
+        if self.rto_timer.deadline().is_none() {
+            self.arm_rto(now + self.rto, cx);
+            self.rto_for = Some((now, psn));
+        }
+        let mut rts = Packet {
+            seq: self.next_byte,
+            ack: psn,
+            wire_bytes: ACK_BYTES + self.framing,
+            prio: CONTROL_PRIO,
+            hash: self.route.entropy(ev as u32),
+            cookie: ev as u32,
+            caps: Caps(bits),
+            ts: now,
+            ..self.route.forward()
+        };
+        wire::set_pull_target(&mut rts, self.pull_target);
+        io.replies.push(rts);
     }
 
     fn arm_rto(&mut self, at: Time, cx: &mut Cx) {
@@ -280,9 +428,22 @@ impl UetSender {
         }
         if pkt.has(flags::NACK) {
             self.on_nack(pkt, io, cx)
+        } else if wire::has(pkt, PULL) {
+            self.on_pull(pkt, io, cx)
         } else {
             self.on_ack(pkt, io, cx)
         }
+    }
+
+    /// A PULL (`processPull`, `handlePull`): credit up to its pull number, no more than the cap.
+    fn on_pull(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
+        cx.counters.uet.pulls += 1;
+        self.stop_speculating();
+        if let Some(c) = self.credit.as_mut().filter(|c| pkt.seq > c.pull) {
+            c.bytes = (c.bytes + ((pkt.seq - c.pull) * QUANTUM) as i64).min(c.cap);
+            c.pull = pkt.seq;
+        }
+        io.activate = true;
     }
 
     /// An ACK (`processAck`): the receiver's byte count, an RTT sample, the cumulative PSN,
@@ -338,9 +499,11 @@ impl UetSender {
             in_flight: self.in_flight.max(0) as u64,
             snd_una: self.una,
             snd_nxt: self.next_byte,
+            probe: wire::has(pkt, RTS),
             ..AckSignals::default()
         };
         self.cc.on_ack(&signals, &mut self.win);
+        self.stop_speculating();
         if self.next_byte == self.size && self.cum == self.next_psn {
             self.rto_timer.cancel();
             io.completed = true;
@@ -357,6 +520,7 @@ impl UetSender {
     /// receiver's count has already taken out of flight, go back in.
     fn unqueue(&mut self, psn: u64, bytes: u64) {
         self.rtx.remove(&psn);
+        self.rtx_bytes -= bytes;
         self.in_flight += bytes as i64;
     }
 
@@ -380,6 +544,7 @@ impl UetSender {
             in_flight: self.in_flight.max(0) as u64,
         };
         self.cc.on_loss(&loss, &mut self.win);
+        self.stop_speculating();
         self.lose(psn, s.bytes());
         if self.times(s.sent_at, psn) {
             self.rearm_rto(cx);
@@ -399,6 +564,7 @@ impl UetSender {
         self.slot_mut(psn).expect("a lost PSN has its slot").state = State::Queued;
         self.in_flight -= bytes as i64;
         self.rtx.insert(psn);
+        self.rtx_bytes += bytes;
     }
 
     /// Runs the retransmission timer: the packet sent earliest is lost.
@@ -422,11 +588,30 @@ impl UetSender {
                 };
                 self.paths.feedback(ev, Feedback::Timeout, now);
                 self.timeouts.push(TimeoutRecord { fired: now, last_tx: self.last_tx });
+                if s.is_rts() {
+                    // A lost RTS goes again as one; the reference resends it as a 64-byte data
+                    // packet behind the window and the credit.
+                    self.rto_timer.cancel();
+                    self.send_rts(Some(psn), io, cx);
+                    self.rearm_rto(cx);
+                    return;
+                }
                 let loss = LossSignals { now, cause: LossCause::Timeout, bytes: s.bytes(), rtt: None, last_hop: false, ece: false, in_flight: self.in_flight.max(0) as u64 };
                 self.cc.on_loss(&loss, &mut self.win);
+                let queued = !self.rtx.is_empty();
                 self.lose(psn, s.bytes());
                 self.rearm_rto(cx);
                 io.activate = true;
+                // The receiver may not know the sender waits: behind a queue of resends, or
+                // with no window or credit for this one, an RTS asks it (`rtxTimerExpired`).
+                if queued {
+                    self.stop_speculating();
+                    if self.credit.is_some() {
+                        self.send_rts(None, io, cx);
+                    }
+                } else if (self.windowed() && !self.window_holds(s.bytes())) || self.credit.is_some_and(|c| c.bytes <= 0) {
+                    self.send_rts(None, io, cx);
+                }
             }
         }
     }
@@ -458,12 +643,14 @@ mod tests {
         fn on_congestion(&mut self, _: CongestionEvent, _: Time, _: &mut Window) {}
     }
 
+    const TIMERS: Timers = Timers { rto: Time::from_us(100), rts_gap: Time::from_us(12) };
+
     fn sender(size: u64, cwnd: u64) -> (UetSender, Arc<Mutex<Vec<String>>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut rng = stream(7, 5);
         let paths = PathPolicy::new("oblivious", 64, &mut rng).unwrap();
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
-        let s = UetSender::new(&UetConfig::default(), route, Some(size), Box::new(Rec(cwnd, log.clone())), Time::from_us(100), paths, rng);
+        let s = UetSender::new(&UetConfig::default(), route, Some(size), Box::new(Rec(cwnd, log.clone())), TIMERS, paths, rng);
         (s, log)
     }
 
@@ -651,7 +838,108 @@ mod tests {
         let mut rng = stream(7, 5);
         let paths = PathPolicy::new("mixed", 64, &mut rng).unwrap();
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
-        let s = UetSender::new(&UetConfig::default(), route, None, cc, Time::from_us(100), paths, rng);
+        let s = UetSender::new(&UetConfig::default(), route, None, cc, TIMERS, paths, rng);
         assert_eq!(s.win.cwnd, 225_000, "1.5 x 150,000 bytes");
+    }
+
+    /// A sender of `size` bytes under `algo` with `params`, at 100 Gb/s on a 12 µs network.
+    fn credited(size: u64, algo: &str, params: &str) -> UetSender {
+        let ctx = FlowContext {
+            mss: 4086,
+            init_cwnd: 0,
+            link_rate: Rate::gbps(100),
+            base_rtt: Time::from_us(12),
+            size: Some(size),
+            deadline: None,
+            uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150 }),
+        };
+        let cc = crate::cc::factory(algo, &params.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
+        let mut rng = stream(7, 5);
+        let paths = PathPolicy::new("oblivious", 64, &mut rng).unwrap();
+        let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
+        UetSender::new(&UetConfig::default(), route, Some(size), cc, TIMERS, paths, rng)
+    }
+
+    fn pull(n: u64) -> Packet {
+        Packet { seq: wire::INIT_PULL + n, flags: flags::ACK | flags::REVERSE, caps: Caps(PULL), ..Packet::default() }
+    }
+
+    #[test]
+    fn under_credit_the_speculative_window_goes_first_then_only_what_pulls_grant() {
+        let mut b = Bench::new();
+        let mut s = credited(100_000, "rccc", "credit = 4");
+        // Four packets spend the 16,600 bytes; each asks for what it spent back, in quanta.
+        let sent = drain(&mut b, &mut s);
+        let targets: Vec<u64> = sent.iter().map(|p| wire::pull_target(p) - wire::INIT_PULL).collect();
+        assert_eq!(targets, [17, 33, 49, 65], "4150, 8300, 12,450 and 16,600 bytes, rounded up to 256");
+        assert_eq!(sent.iter().map(|p| wire::has(p, AR)).collect::<Vec<_>>(), [false, false, false, true], "the last of the credit asks for an ACK");
+        // The first ACK ends speculation; there was nothing left to drop.
+        give(&mut b, &mut s, &ack(1, 1, 0, 0, 4150, 0));
+        assert!(drain(&mut b, &mut s).is_empty());
+        // 17 quanta are 4352 bytes: any credit lets a whole packet go, so two go and leave a debt.
+        let io = give(&mut b, &mut s, &pull(17));
+        assert!(io.activate);
+        assert_eq!(drain(&mut b, &mut s).len(), 2);
+        assert_eq!(s.credit.unwrap().bytes, 4352 - 2 * 4150);
+        // An old pull number grants nothing; a large one fills to the cap and no further.
+        give(&mut b, &mut s, &pull(10));
+        assert!(drain(&mut b, &mut s).is_empty());
+        give(&mut b, &mut s, &pull(1000));
+        assert_eq!(s.credit.unwrap().bytes, 16_600);
+        assert_eq!(b.counters.uet.pulls, 3);
+    }
+
+    #[test]
+    fn the_first_feedback_drops_what_is_left_of_the_speculative_credit() {
+        let mut b = Bench::new();
+        let mut s = credited(2 * 4086, "rccc", "credit = 4");
+        assert_eq!(drain(&mut b, &mut s).len(), 2);
+        assert_eq!(s.credit.unwrap().bytes, 8300);
+        // A NACK ends speculation too: PSN 1 waits for credit, and its resend is asked for.
+        give(&mut b, &mut s, &nack(1, 4150));
+        assert_eq!(s.credit.unwrap().bytes, 0);
+        assert!(!s.has_sendable());
+        assert_eq!(s.compute_pull_target() - wire::INIT_PULL, 17, "the 4150 bytes queued to resend");
+        give(&mut b, &mut s, &pull(17));
+        let resent = drain(&mut b, &mut s);
+        assert_eq!((resent.len(), wire::psn(&resent[0])), (1, 1));
+    }
+
+    #[test]
+    fn with_nscc_both_the_window_and_credit_must_allow_a_packet() {
+        let mut b = Bench::new();
+        let mut s = credited(1_000_000, "nscc", "receiver_cc = true\ncwnd = 2");
+        assert_eq!(s.credit.unwrap().cap, 225_000, "the speculative credit is NSCC's starting maxwnd");
+        assert_eq!(drain(&mut b, &mut s).len(), 2, "credit for 54 packets, a window of 2");
+        // The target asks for no more than the window and a packet, less the credit held.
+        assert_eq!(s.compute_pull_target() - wire::INIT_PULL, 17, "8300 + 4150 is under the 216,700 held, but speculating asks for a packet");
+        give(&mut b, &mut s, &ack(2, 2, 0, 1, 2 * 4150, 0));
+        assert_eq!(s.credit.unwrap().bytes, 0);
+        assert!(!s.has_sendable(), "the window has room, the credit is gone");
+        assert!(s.compute_pull_target() > wire::INIT_PULL);
+    }
+
+    #[test]
+    fn a_timer_with_no_credit_sends_an_rts_that_takes_a_psn() {
+        let mut b = Bench::new();
+        let mut s = credited(100_000, "rccc", "credit = 2");
+        let sent = drain(&mut b, &mut s);
+        give(&mut b, &mut s, &ack(0, 0, 0, 0, 0, 0));
+        let (t, gen) = loop {
+            let Some((t, Event::Timer(_, TimerKind::Rto, gen))) = b.q.pop() else { continue };
+            break (t, gen);
+        };
+        b.now = t;
+        let mut io = Io::default();
+        s.on_timer(TimerKind::Rto, gen, &mut io, &mut b.cx());
+        let rts = &io.replies[0];
+        assert_eq!((wire::psn(rts), rts.payload, rts.prio), (2, 0, CONTROL_PRIO));
+        assert!(wire::has(rts, RTS) && wire::has(rts, AR));
+        assert_eq!(wire::pull_target(rts), wire::pull_target(&sent[1]), "it repeats the last target");
+        assert_eq!((s.next_psn, b.counters.uet.rts), (3, 1));
+        // Its ACK is a delay sample that may not lower the base RTT, and completes nothing.
+        let io = give(&mut b, &mut s, &ack(0, 2, 0b1, 2, 0, RTS));
+        assert!(!io.completed);
+        assert_eq!(s.slot(2).unwrap().state, State::Sacked);
     }
 }

@@ -1,14 +1,17 @@
 //! Where a UET packet's fields sit on `Packet`, so that it stays one size for every transport:
 //!
-//! | field | data | ACK | NACK |
-//! |---|---|---|---|
-//! | `seq` | first payload byte | SACK base PSN | NACKed PSN |
-//! | `ack` | PSN | cumulative PSN (the first missing) | the same |
-//! | `sack[0]` | | 64-bit SACK bitmap: bit `i` is PSN base + `i` | |
-//! | `sack[1]` | | the PSN that made the receiver ACK | |
-//! | `sack[2]` | | bytes received, headers included | the same |
-//! | `cookie` | EV | the EV echoed | the EV echoed |
-//! | `caps` | [`AR`], [`RTX`] | [`RTX_ECHO`] | [`LAST_HOP`] |
+//! | field | data | RTS | ACK | NACK | PULL |
+//! |---|---|---|---|---|---|
+//! | `seq` | first payload byte | | SACK base PSN | NACKed PSN | pull number |
+//! | `ack` | PSN | PSN | cumulative PSN (the first missing) | the same | |
+//! | `sack[0]` | pull target | pull target | 64-bit SACK bitmap: bit `i` is PSN base + `i` | | |
+//! | `sack[1]` | | | the PSN that made the receiver ACK | | |
+//! | `sack[2]` | | | bytes received, headers included | the same | |
+//! | `cookie` | EV | EV | the EV echoed | the EV echoed | the pull's EV |
+//! | `caps` | [`AR`], [`RTX`] | [`RTS`], [`AR`] | [`RTX_ECHO`], [`RTS`] | [`LAST_HOP`] | [`PULL`] |
+//!
+//! Pull targets and pull numbers count 256-byte quanta ([`QUANTUM`]) from [`INIT_PULL`]; a data
+//! packet of a flow without receiver credit carries target 0.
 //!
 //! `sack_len` stays 0, so code that reads TCP's SACK blocks sees none. `caps` is read by
 //! switches only on SYNs, and `cookie` only by NIC offloads, which UET classes do not have.
@@ -21,8 +24,18 @@ pub const AR: u8 = 1 << 0;
 pub const RTX: u8 = 1 << 1;
 /// The ACK answers a retransmission.
 pub const RTX_ECHO: u8 = 1 << 2;
+/// A request to send (a probe with no data that asks the receiver for credit), or the ACK
+/// that answers one.
+pub const RTS: u8 = 1 << 3;
 /// The NACKed packet was trimmed at the last switch before its receiver.
 pub const LAST_HOP: u8 = 1 << 4;
+/// Credit from the receiver: the pull number it has granted up to.
+pub const PULL: u8 = 1 << 5;
+
+/// Bytes in a quantum of credit (`UEC_PULL_QUANTUM`).
+pub const QUANTUM: u64 = 256;
+/// Where both ends start counting pulls (`INIT_PULL`), so a target never falls below zero.
+pub const INIT_PULL: u64 = 100_000_000;
 
 /// Whether `pkt` carries flag `bit`.
 #[inline]
@@ -66,6 +79,18 @@ pub fn acked_psn(pkt: &Packet) -> u64 {
 #[inline]
 pub fn recvd_bytes(pkt: &Packet) -> u64 {
     get(&pkt.sack[2])
+}
+
+/// The pull target a data packet or RTS carries, in quanta; 0 without receiver credit.
+#[inline]
+pub fn pull_target(pkt: &Packet) -> u64 {
+    get(&pkt.sack[0])
+}
+
+/// Sets the pull target of a data packet or RTS.
+#[inline]
+pub fn set_pull_target(pkt: &mut Packet, target: u64) {
+    pkt.sack[0] = put(target);
 }
 
 /// Writes an ACK's or NACK's fields.
