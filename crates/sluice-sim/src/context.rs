@@ -42,7 +42,9 @@ pub enum Event {
     CpuDone(HostId, u16),
     /// A host NIC's offload timer wheel ticks.
     NicTick(HostId),
-    /// A host's pull pacer grants its next credit (UET's RCCC).
+    /// A flow's receiver asks its host's pull pacer for credit (UET's RCCC).
+    PullRequest(FlowId),
+    /// A host's pull pacer grants its next credit.
     PullPace(HostId),
     /// A link fails or comes back: the port that sends on it, and the change's place in the
     /// world's list.

@@ -210,6 +210,7 @@ impl World {
                 of_host(if kind.at_server() { flow.dst } else { flow.src })
             }
             Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) | Event::PullPace(h) => of_host(h),
+            Event::PullRequest(f) => of_host(self.flows[f].dst),
             // Applications keep the fabric one partition.
             Event::AppStart(_) | Event::AppTimer(..) => 0,
             Event::LinkChange(p, _) => of_port(p, false),
@@ -319,6 +320,10 @@ impl World {
             Event::NicWake(h) => {
                 self.hosts.nics[h].wake_at = None;
                 self.hosts.nic_send(h, &mut host_cx!(self, now));
+            }
+            Event::PullRequest(f) => {
+                let h = self.flows[f].dst;
+                self.hosts.request_pull(h, f, &mut host_cx!(self, now));
             }
             Event::PullPace(h) => self.hosts.pull_pace(h, &mut host_cx!(self, now)),
             Event::FlowStart(f) => {

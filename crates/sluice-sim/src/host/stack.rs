@@ -374,15 +374,12 @@ impl Hosts {
         if let Some((start, len)) = io.delivered {
             s.flows[f].app_receive(start, len);
         }
-        if io.pull {
-            self.request_pull(c.host, f, s);
-        }
     }
 
     /// Flow `f`'s receiver at host `h` wants credit: it joins the host's pull pacer, which
     /// starts now if it was stopped.
     #[cold]
-    fn request_pull(&mut self, h: HostId, f: FlowId, s: &mut HostCx) {
+    pub fn request_pull(&mut self, h: HostId, f: FlowId, s: &mut HostCx) {
         if self.pacers.is_empty() {
             self.pacers.resize_with(self.nics.len(), || None);
         }

@@ -73,8 +73,6 @@ pub struct Io {
     pub interim: bool,
     /// What the host stack did, for a host whose CPU is modelled.
     pub work: Work,
-    /// The receiver asks its host's pull pacer for credit to grant (UET's RCCC).
-    pub pull: bool,
 }
 
 /// The stack operations one packet or timer caused at a host, beyond receiving the packet and
@@ -106,7 +104,6 @@ impl Io {
         self.response = false;
         self.interim = false;
         self.work = Work::default();
-        self.pull = false;
     }
 }
 

@@ -298,7 +298,8 @@ impl WorkloadConfig {
                 let flows = match self.format.as_deref().unwrap_or("csv") {
                     "csv" => trace::parse_csv_trace(&text, &name)?,
                     "hpcc" => trace::parse_hpcc_flows(&text, &name)?,
-                    f => return Err(format!("{key}.format: expected \"csv\" or \"hpcc\", got \"{f}\"")),
+                    "htsim" => trace::parse_htsim_cm(&text, &name, hosts)?,
+                    f => return Err(format!("{key}.format: expected \"csv\", \"hpcc\" or \"htsim\", got \"{f}\"")),
                 };
                 trace::validate(&flows, hosts, &name)?;
                 Workload::Trace { flows }

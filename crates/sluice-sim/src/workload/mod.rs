@@ -227,7 +227,8 @@ pub struct WorkloadConfig {
     pub flows: Option<Vec<FlowEntry>>,
     /// kind = "trace": path to the file, relative to the scenario.
     pub file: Option<String>,
-    /// kind = "trace": "csv" (`src,dst,size_bytes,start`) or "hpcc" (the HPCC simulator's flow file).
+    /// kind = "trace": "csv" (`src,dst,size_bytes,start`), "hpcc" (the HPCC simulator's flow file)
+    /// or "htsim" (the UEC reference simulator's `.cm` connection matrix).
     pub format: Option<String>,
     /// kind = "bulk" / "incast": sending host ordinals.
     pub senders: Option<Vec<usize>>,

