@@ -127,7 +127,8 @@ pub struct TopologyConfig {
     pub core_delay: Option<Time>,
     /// dumbbell: bottleneck loss; fat_tree: agg-to-core link loss (default 0).
     pub core_loss: Option<f64>,
-    /// hpcc_file: path of an HPCC topology file, relative to the scenario file.
+    /// hpcc_file, htsim_file: path of an HPCC topology file or of the UEC reference simulator's
+    /// `.topo`, relative to the scenario file.
     pub file: Option<String>,
     /// rdcn: number of racks (ToRs).
     pub racks: Option<u32>,
@@ -144,7 +145,7 @@ pub struct TopologyConfig {
 }
 
 /// Every `topology.kind`, in the order `sluice list` shows them.
-pub const KINDS: &[&str] = &["star", "dumbbell", "leaf_spine", "fat_tree", "rdcn", "hpcc_file"];
+pub const KINDS: &[&str] = &["star", "dumbbell", "leaf_spine", "fat_tree", "rdcn", "hpcc_file", "htsim_file"];
 
 /// The keys each kind accepts besides `kind`, space-separated.
 pub fn keys_of(kind: &str) -> Option<&'static str> {
@@ -160,7 +161,7 @@ pub fn keys_of(kind: &str) -> Option<&'static str> {
             "agg_rate agg_delay agg_loss core_rate core_delay core_loss"
         ),
         "rdcn" => "racks hosts_per_rack host_rate host_delay host_loss packet_rate packet_delay circuit_rate circuit_delay",
-        "hpcc_file" => "file",
+        "hpcc_file" | "htsim_file" => "file",
         _ => return None,
     })
 }
@@ -210,7 +211,11 @@ impl TopologyConfig {
                 let path = base_dir.join(file);
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| format!("topology.file: cannot read \"{}\": {e}", path.display()))?;
-                return parse_hpcc_topology(&text, file);
+                if kind == "htsim_file" {
+                    parse_htsim_topology(&text, file)?
+                } else {
+                    return parse_hpcc_topology(&text, file);
+                }
             }
         };
         validate(&graph, "topology")?;
@@ -424,6 +429,91 @@ fn check_size(nodes: u64, links: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// One `Tier` section of a `.topo` file.
+#[derive(Clone, Copy, Debug, Default)]
+struct HtsimTier {
+    speed_gbps: Option<u64>,
+    radix_down: Option<u64>,
+    radix_up: Option<u64>,
+    latency_ns: Option<u64>,
+}
+
+/// Parses the UEC reference simulator's topology file (uet-htsim's `.topo`,
+/// `FatTreeTopologyCfg::read_cfg`): `Nodes`, `Tiers` (2 or 3) and `Podsize`, then a `Tier <t>`
+/// section a tier (0 the ToRs) with `Downlink_speed_Gbps`, `Radix_Down`, `Radix_Up` (below the
+/// top) and `Downlink_Latency_ns`, the links below that tier. It builds the Clos the file
+/// describes where each switch links once to each switch above it in its pod, as every file the
+/// reference ships does; its queue keys are left out, as the reference overwrites them too.
+pub fn parse_htsim_topology(text: &str, name: &str) -> Result<Graph, String> {
+    let (mut nodes, mut tiers, mut podsize) = (None, None, None);
+    let mut sections = [HtsimTier::default(); 3];
+    let mut current: Option<usize> = None;
+    for (line, l) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty() && !l.starts_with('#')) {
+        let at = |msg: String| format!("{name} line {line}: {msg}");
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let [key, value] = words[..] else { return Err(at(format!("expected `<key> <value>`, got \"{l}\""))) };
+        let n: u64 = value.parse().map_err(|_| at(format!("{key}: expected a whole number, got \"{value}\"")))?;
+        let tier = |field: &mut Option<u64>| -> Result<(), String> {
+            match current {
+                Some(_) => {
+                    *field = Some(n);
+                    Ok(())
+                }
+                None => Err(at(format!("{key} comes before any `Tier <t>` line"))),
+            }
+        };
+        let t = current.unwrap_or(0);
+        match key.to_ascii_lowercase().as_str() {
+            "nodes" => nodes = Some(n),
+            "tiers" if n == 2 || n == 3 => tiers = Some(n as usize),
+            "tiers" => return Err(at(format!("Tiers: expected 2 or 3, got {n}"))),
+            "podsize" => podsize = Some(n),
+            "tier" if (n as usize) < tiers.unwrap_or(3) => current = Some(n as usize),
+            "tier" => return Err(at(format!("Tier {n}: the file has {} tiers, numbered from 0", tiers.unwrap_or(3)))),
+            "downlink_speed_gbps" => tier(&mut sections[t].speed_gbps)?,
+            "radix_down" => tier(&mut sections[t].radix_down)?,
+            "radix_up" => tier(&mut sections[t].radix_up)?,
+            "downlink_latency_ns" => tier(&mut sections[t].latency_ns)?,
+            "switch_latency_ns" if n != 0 => {
+                return Err(at(format!("Switch_Latency_ns {n}: sluice's switches add no latency of their own; add it to Downlink_Latency_ns")))
+            }
+            "bundle" if n != 1 => return Err(at(format!("Bundle {n}: only single links between switches are supported"))),
+            "switch_latency_ns" | "bundle" | "oversubscribed" | "queue_up" | "queue_down" => {}
+            _ => return Err(at(format!("unknown key \"{key}\"; expected Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, Radix_Down, Radix_Up, Downlink_Latency_ns, Switch_Latency_ns, Oversubscribed, Bundle, Queue_Up or Queue_Down"))),
+        }
+    }
+    let missing = |what: &str| format!("{name}: no {what}");
+    let nodes = nodes.ok_or_else(|| missing("`Nodes <n>` line"))?;
+    let tiers = tiers.ok_or_else(|| missing("`Tiers <2 or 3>` line"))?;
+    let field = |t: usize, v: Option<u64>, key: &str| v.filter(|&v| v > 0).ok_or_else(|| format!("{name}: Tier {t} needs a positive {key}"));
+    let wire = |t: usize| -> Result<Wire, String> {
+        let s = sections[t];
+        Ok(Wire { rate: Rate::gbps(field(t, s.speed_gbps, "Downlink_speed_Gbps")?), delay: Time::from_ns(field(t, s.latency_ns, "Downlink_Latency_ns")?), loss: 0.0 })
+    };
+    let (down, up) = (|t: usize| field(t, sections[t].radix_down, "Radix_Down"), |t: usize| field(t, sections[t].radix_up, "Radix_Up"));
+    let single = |what: String| format!("{name}: {what}; sluice builds Clos networks where each switch links once to each switch above it in its pod");
+    let podsize = if tiers == 2 { nodes } else { podsize.ok_or_else(|| missing("`Podsize <hosts>` line"))? };
+    let hpt = down(0)?;
+    if nodes % podsize != 0 || podsize % hpt != 0 {
+        return Err(format!("{name}: Nodes {nodes} do not split into pods of {podsize} hosts under ToRs of {hpt}"));
+    }
+    let (pods, tors_pp) = (nodes / podsize, podsize / hpt);
+    let aggs_pp = up(0)?;
+    if down(1)? != tors_pp {
+        return Err(single(format!("Tier 1 has Radix_Down {} but its pod {tors_pp} ToRs with Radix_Up {aggs_pp}", down(1)?)));
+    }
+    let graph = if tiers == 2 {
+        clos(hpt, tors_pp, 1, aggs_pp, 0, wire(0)?, Some(wire(1)?), None)?
+    } else {
+        let group = up(1)?;
+        if down(2)? != pods {
+            return Err(single(format!("Tier 2 has Radix_Down {} but there are {pods} pods", down(2)?)));
+        }
+        clos(hpt, tors_pp * pods, pods, aggs_pp * pods, aggs_pp * group, wire(0)?, Some(wire(1)?), Some(wire(2)?))?
+    };
+    Ok(graph)
 }
 
 /// Checks what the simulator relies on: single-homed hosts, one connected graph, per-node port
@@ -728,6 +818,31 @@ mod tests {
         1 3 100Gbps 1us 0.0001\n\
         2 4 400Gbps 0.001ms 0\n\
         3 4 400Gbps 0.001ms 0\n";
+
+    /// The reference's `fat_tree_1024.topo` ("supposed to match the default auto-generated
+    /// topology") and `leaf_spine_1024_oversub.topo`, as uet-htsim ships them.
+    const FAT_TREE_1024: &str = "# Test 3-tier FatTree\nNodes 1024\nTiers 3\nPodsize 64\n\nTier 0\nOversubscribed 1\nDownlink_speed_Gbps 100\nRadix_Down 8\nRadix_Up 8\nDownlink_Latency_ns 1000\nSwitch_Latency_ns 0\n\nTier 1\nOversubscribed 1\nDownlink_speed_Gbps 100\nRadix_Down 8\nRadix_Up 8\nDownlink_Latency_ns 1000\nSwitch_Latency_ns 0\nBundle 1\n\nTier 2\nDownlink_speed_Gbps 100\nRadix_Down 16\nDownlink_Latency_ns 1000\nSwitch_Latency_ns 0\nBundle 1";
+    const LEAF_SPINE_4_TO_1: &str = "Nodes 1024\nTiers 2\nPodsize 1024\nTier 0\nDownlink_speed_Gbps 400\nRadix_Down 32\nRadix_Up 8\nDownlink_Latency_ns 1000\nOversubscribed 4\nSwitch_Latency_ns 0\nTier 1\nDownlink_speed_Gbps 400\nRadix_Down 32\nDownlink_Latency_ns 1000\nSwitch_Latency_ns 0";
+
+    #[test]
+    fn the_reference_topology_files_build_the_clos_they_describe() {
+        let fabric = "agg_rate = \"100Gbps\"\nagg_delay = \"1us\"\ncore_rate = \"100Gbps\"\ncore_delay = \"1us\"\n";
+        let k16 = build(&format!("kind = \"fat_tree\"\nk = 16\n{HOST}{fabric}")).unwrap();
+        let file = parse_htsim_topology(FAT_TREE_1024, "fat_tree_1024.topo").unwrap();
+        assert_eq!(file.nodes, k16.nodes, "1024 hosts, 128 ToRs, 128 aggs, 64 cores");
+        assert_eq!(file.links, k16.links, "the auto topology's k = 16 fat tree, link for link");
+        let ls = parse_htsim_topology(LEAF_SPINE_4_TO_1, "ls.topo").unwrap();
+        assert_eq!(ls.hosts().len(), 1024);
+        assert_eq!((ls.nodes.len(), ls.links.len()), (1024 + 32 + 8, 1024 + 32 * 8), "32 leaves of 32 hosts, 8 spines: 4:1");
+        assert!(ls.links.iter().all(|l| l.rate == Rate::gbps(400) && l.delay == Time::from_us(1)));
+        let err = |from: &str, to: &str| parse_htsim_topology(&LEAF_SPINE_4_TO_1.replacen(from, to, 1), "ls.topo").unwrap_err();
+        assert_eq!(err("Switch_Latency_ns 0", "Switch_Latency_ns 500"), "ls.topo line 10: Switch_Latency_ns 500: sluice's switches add no latency of their own; add it to Downlink_Latency_ns");
+        assert!(err("Tier 1\nDownlink_speed_Gbps 400\nRadix_Down 32", "Tier 1\nDownlink_speed_Gbps 400\nRadix_Down 64").starts_with("ls.topo: Tier 1 has Radix_Down 64 but its pod 32 ToRs"));
+        assert_eq!(err("Tiers 2", "Tiers 4"), "ls.topo line 2: Tiers: expected 2 or 3, got 4");
+        assert_eq!(err("Radix_Up 8", "Radix_Up eight"), "ls.topo line 7: Radix_Up: expected a whole number, got \"eight\"");
+        assert!(err("Downlink_Latency_ns 1000\nOversubscribed", "Downlink_Latency_ms 1000\nOversubscribed").starts_with("ls.topo line 8: unknown key \"Downlink_Latency_ms\""));
+        assert_eq!(err("Nodes 1024\n", ""), "ls.topo: no `Nodes <n>` line");
+    }
 
     #[test]
     fn parses_hpcc_file() {

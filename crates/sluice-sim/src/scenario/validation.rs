@@ -122,7 +122,7 @@ pub(super) fn slow_links(graph: &Graph, kind: &str, frame: u64, duration: Time) 
         }
         let host_link = hosts.contains(&l.a) || hosts.contains(&l.b);
         let key = match kind {
-            "hpcc_file" => "topology.file",
+            "hpcc_file" | "htsim_file" => "topology.file",
             _ if host_link => "topology.host_rate",
             "dumbbell" => "topology.core_rate",
             "leaf_spine" => "topology.fabric_rate",
