@@ -245,6 +245,14 @@ const SCENARIOS: &[Case] = &[
     ("acceltcp_proxy", &[], &[Fig::Cpu, Fig::Requests], &[]),
     ("acceltcp_proxy", &["offload.hosts=[0]"], &[Fig::Offload, Fig::Cpu, Fig::Requests], &[]),
     ("acceltcp_proxy_mtcp", &[], &[Fig::Cpu, Fig::Requests], &[]),
+    ("cc_compare", &[], &[Fig::Flows, Fig::Ecn], &[]),
+    // NSCC on one path each: flows meet on links, and their trimmed packets are NACKed.
+    (
+        "cc_compare",
+        &["classes.default.transport=uet", "classes.default.cc=nscc", "switch.trim.enabled=true", "uet.paths=1"],
+        &[Fig::Uet, Fig::Trim, Fig::Flows],
+        &[],
+    ),
     ("dctcp_two_flows", &[], &[Fig::Endless, Fig::Ecn], &["flows 0/", "FCT mean n/a"]),
     ("fat_tree_bulk", &[], &[Fig::Endless, Fig::Ecn], &["flows 0/", "FCT mean n/a"]),
     ("hpcc_ws320", &["sim.duration=1ms"], &[Fig::Pfc, Fig::Flows], &[]),
