@@ -6,40 +6,14 @@
 //! `uet.framing = 0`. Figures are from its validation outputs (`validate_uec_sender.out`).
 
 mod common;
-use common::{refusal, run_text};
+use common::{refusal, run_text, uet_reference_fabric};
 use sluice_sim::time::Time;
 use sluice_sim::world::World;
 
-const FABRIC: &str = r#"
-[sim]
-seed = 1
-[topology]
-kind = "fat_tree"
-k = 4
-host_rate = "100Gbps"
-host_delay = "1us"
-agg_rate = "100Gbps"
-agg_delay = "1us"
-core_rate = "100Gbps"
-core_delay = "1us"
-[switch]
-buffer = "64MB"
-[switch.ecn]
-mode = "red"
-kmin = "37350B"
-kmax = "145250B"
-pmax = 1.0
-mark_at = "dequeue"
-non_ect = "pass"
-[switch.trim]
-threshold = "178450B"
-header = "64B"
-[uet]
-framing = 0
-[classes.default]
-cc = "nscc"
-transport = "uet"
-"#;
+/// The reference's fabric (`common::uet_reference_fabric`) with k = 4 and one NSCC class.
+fn fabric() -> String {
+    uet_reference_fabric(4, false) + "[classes.default]\ncc = \"nscc\"\ntransport = \"uet\"\n"
+}
 
 fn uet(world: &World) -> serde_json::Value {
     serde_json::to_value(sluice_sim::metrics::summarize(world, 0.0)).unwrap()["uet"].clone()
@@ -53,7 +27,8 @@ fn finish_us(world: &World) -> Vec<f64> {
 /// packets, none resent, 124 ACKs, done at 176.2 µs.
 #[test]
 fn one_connection_takes_what_the_reference_takes() {
-    let w = run_text(&format!("{FABRIC}[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 13, size = \"2000000B\", start = \"0us\" }}]\n"), &[]);
+    let fabric = fabric();
+    let w = run_text(&format!("{fabric}[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 13, size = \"2000000B\", start = \"0us\" }}]\n"), &[]);
     let u = uet(&w);
     assert_eq!((u["new"].as_u64(), u["rtx"].as_u64(), u["nacks"].as_u64()), (Some(490), Some(0), Some(0)), "{u}");
     assert_eq!(u["acks"].as_u64(), Some(124), "{u}");
@@ -65,8 +40,9 @@ fn one_connection_takes_what_the_reference_takes() {
 /// reference, with 811 NACKs and as many packets resent: each loss repaired by its NACK.
 #[test]
 fn an_incast_is_repaired_by_nacks_and_ends_with_the_reference() {
+    let fabric = fabric();
     let flows: Vec<String> = (1..16).map(|s| format!("{{ src = {s}, dst = 0, size = \"2000000B\", start = \"0us\" }}")).collect();
-    let w = run_text(&format!("{FABRIC}[[workloads]]\nkind = \"flows\"\nflows = [{}]\n", flows.join(", ")), &[]);
+    let w = run_text(&format!("{fabric}[[workloads]]\nkind = \"flows\"\nflows = [{}]\n", flows.join(", ")), &[]);
     let u = uet(&w);
     let last = finish_us(&w).into_iter().fold(0.0, f64::max);
     assert!(last <= 2550.0 && (last - 2478.53).abs() <= 0.05 * 2478.53, "last flow done at {last} µs; the reference at 2478.53 (5%)");
@@ -82,8 +58,7 @@ fn an_incast_is_repaired_by_nacks_and_ends_with_the_reference() {
 /// The fabric with `cc`'s class under receiver credit: as the reference does while RCCC runs
 /// (`main_uec.cpp:708`), ToR ports towards hosts mark no ECN.
 fn credited(cc: &str, k: usize) -> String {
-    let quiet: String = (0..k * k * k / 4).map(|h| format!("[switch.ports.\"sw{}->h{h}\".ecn]\nmode = \"off\"\n", h / (k / 2))).collect();
-    FABRIC.replacen("cc = \"nscc\"", cc, 1).replacen("[uet]", &format!("{quiet}[uet]"), 1)
+    uet_reference_fabric(k, true) + &format!("[classes.default]\n{cc}\ntransport = \"uet\"\n")
 }
 
 /// RCCC alone (`rccc`, the reference's `-receiver_cc_only`) and beside NSCC (`nscc` with
@@ -110,8 +85,9 @@ fn one_connection_under_receiver_credit_takes_what_the_reference_takes() {
 /// 527.8 against 194.0 µs on its `perm_16n`).
 #[test]
 fn spreading_over_many_paths_halves_a_permutations_tail() {
+    let fabric = fabric();
     let run = |paths: u32| {
-        let text = format!("{FABRIC}[[workloads]]\nkind = \"permutation\"\nsize = \"2000000B\"\n").replacen("framing = 0", &format!("framing = 0\npaths = {paths}"), 1);
+        let text = format!("{fabric}[[workloads]]\nkind = \"permutation\"\nsize = \"2000000B\"\n").replacen("framing = 0", &format!("framing = 0\npaths = {paths}"), 1);
         let w = run_text(&text, &[]);
         (finish_us(&w).into_iter().fold(0.0, f64::max), uet(&w))
     };
@@ -123,10 +99,11 @@ fn spreading_over_many_paths_halves_a_permutations_tail() {
 
 #[test]
 fn a_uet_class_refuses_what_it_cannot_run() {
+    let fabric = fabric();
     let flows = "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 13, size = \"1MB\" }]\n";
-    let refuse = |from: &str, to: &str| refusal(&format!("{FABRIC}{flows}").replacen(from, to, 1), "uet.toml");
+    let refuse = |from: &str, to: &str| refusal(&format!("{fabric}{flows}").replacen(from, to, 1), "uet.toml");
     assert_eq!(refuse("cc = \"nscc\"", "cc = \"cubic\""), "classes.default.cc: transport = \"uet\" runs UET's congestion control; expected \"nscc\", \"rccc\" or \"constant\", got \"cubic\"");
-    let tcp = format!("{FABRIC}{flows}").replacen("transport = \"uet\"", "transport = \"tcp\"", 1).replacen("[uet]\nframing = 0\n", "", 1);
+    let tcp = format!("{fabric}{flows}").replacen("transport = \"uet\"", "transport = \"tcp\"", 1).replacen("[uet]\nframing = 0\n", "", 1);
     assert_eq!(
         refusal(&tcp, "uet.toml"),
         "classes.default.cc: \"nscc\" is UET's congestion control and runs only with transport = \"uet\"; this class has transport = \"tcp\""
@@ -150,14 +127,15 @@ fn a_uet_class_refuses_what_it_cannot_run() {
 
 #[test]
 fn reps_without_trimming_and_uet_settings_without_uet_are_refused() {
+    let fabric = fabric();
     let flows = "[[workloads]]\nkind = \"flows\"\nflows = [{ src = 0, dst = 13, size = \"1MB\" }]\n";
-    let untrimmed = format!("{FABRIC}{flows}").replacen("[switch.trim]\nthreshold = \"178450B\"\nheader = \"64B\"\n", "", 1);
+    let untrimmed = format!("{fabric}{flows}").replacen("[switch.trim]\nthreshold = \"178450B\"\nheader = \"64B\"\n", "", 1);
     assert!(run_ok(&untrimmed));
     let reps = untrimmed.replacen("framing = 0", "framing = 0\nload_balancing_algo = \"reps\"", 1);
     assert!(refusal(&reps, "uet.toml").starts_with("uet.load_balancing_algo: \"reps\" freezes its paths on a timeout only where switches trim"));
-    let tcp = format!("{FABRIC}{flows}").replacen("cc = \"nscc\"\ntransport = \"uet\"", "cc = \"cubic\"", 1);
+    let tcp = format!("{fabric}{flows}").replacen("cc = \"nscc\"\ntransport = \"uet\"", "cc = \"cubic\"", 1);
     assert!(refusal(&tcp, "uet.toml").starts_with("uet: these settings are for classes with transport = \"uet\""));
-    let proxy = format!("{FABRIC}[[workloads]]\nkind = \"proxy\"\nclients = [0]\nproxy = 1\nbackends = [2]\n");
+    let proxy = format!("{fabric}[[workloads]]\nkind = \"proxy\"\nclients = [0]\nproxy = 1\nbackends = [2]\n");
     assert!(refusal(&proxy, "uet.toml").contains("runs on UET; use TCP classes with a proxy"));
 }
 

@@ -10,36 +10,8 @@
 //! where it resends fewer.
 
 mod common;
-use common::run_text;
+use common::{run_text, uet_reference_fabric};
 use std::path::Path;
-
-/// The reference's fabric with no `-topo`: a three-tier k-ary fat tree of 100 Gb/s links of
-/// 1 µs, queues that trim past 178,450 bytes and mark by RED at dequeue between 37,350 and
-/// 145,250 bytes (`main_uec.cpp:642-711`); it counts no framing.
-const FABRIC: &str = r#"
-[sim]
-seed = 1
-[topology]
-kind = "fat_tree"
-k = K
-host_rate = "100Gbps"
-host_delay = "1us"
-agg_rate = "100Gbps"
-agg_delay = "1us"
-core_rate = "100Gbps"
-core_delay = "1us"
-[switch]
-buffer = "64MB"
-[switch.ecn]
-mode = "red"
-kmin = "37350B"
-kmax = "145250B"
-pmax = 1.0
-mark_at = "dequeue"
-[switch.trim]
-threshold = "178450B"
-header = "64B"
-"#;
 
 /// One row of `ref/results.csv`.
 struct Reference {
@@ -71,23 +43,6 @@ fn scenario(mode: &str, case: &str) -> String {
         "incast_128" => ("incast_128.cm", 8),
         _ => ("perm_1024n_1024c_0u_2000000b.cm", 16),
     };
-    let mut text = FABRIC.replace("k = K", &format!("k = {k}"));
-    if mode != "sender" {
-        // While RCCC runs, ToR ports towards hosts mark no ECN (`main_uec.cpp:708`).
-        for h in 0..k * k * k / 4 {
-            text += &format!("[switch.ports.\"sw{}->h{h}\".ecn]\nmode = \"off\"\n", h / (k / 2));
-        }
-    }
-    if case == "perm_1024_failed" {
-        // `-failed 1`: core 0's link down to agg 0 runs at a quarter of its rate, with a quarter
-        // of the queue and of the ECN thresholds (`fat_tree_topology.cpp:914-941`).
-        let link = format!("sw{}->sw{}", k * k, k * k / 2);
-        text += &format!(
-            "[[failures]]\nlink = \"{link}\"\nrate = 0.25\none_way = true\n\
-             [switch.ports.\"{link}\".ecn]\nmode = \"red\"\nkmin = \"9337B\"\nkmax = \"36312B\"\npmax = 1.0\nmark_at = \"dequeue\"\n\
-             [switch.ports.\"{link}\".trim]\nthreshold = \"44612B\"\nheader = \"64B\"\n"
-        );
-    }
     let cc = match mode {
         "sender" => "cc = \"nscc\"",
         "rcv" => "cc = \"rccc\"",
@@ -95,10 +50,22 @@ fn scenario(mode: &str, case: &str) -> String {
     };
     let paths = if case.starts_with("perm") { "paths = 128\n" } else { "" };
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/uet_reference").join(matrix);
-    text + &format!(
-        "[uet]\nframing = 0\n{paths}[classes.default]\ntransport = \"uet\"\n{cc}\n[[workloads]]\nkind = \"trace\"\nformat = \"htsim\"\nfile = \"{}\"\n",
-        file.display()
-    )
+    let mut text = uet_reference_fabric(k, mode != "sender")
+        + &format!(
+            "{paths}[classes.default]\ntransport = \"uet\"\n{cc}\n[[workloads]]\nkind = \"trace\"\nformat = \"htsim\"\nfile = \"{}\"\n",
+            file.display()
+        );
+    if case == "perm_1024_failed" {
+        // `-failed 1`: core 0's link down to agg 0 runs at a quarter of its rate, with a quarter
+        // of the queue and of the ECN thresholds (`fat_tree_topology.cpp:1013-1014, 1173-1191`).
+        let link = format!("sw{}->sw{}", k * k, k * k / 2);
+        text += &format!(
+            "[[failures]]\nlink = \"{link}\"\nrate = 0.25\none_way = true\n\
+             [switch.ports.\"{link}\".ecn]\nmode = \"red\"\nkmin = \"9337B\"\nkmax = \"36312B\"\npmax = 1.0\nmark_at = \"dequeue\"\n\
+             [switch.ports.\"{link}\".trim]\nthreshold = \"44612B\"\nheader = \"64B\"\n"
+        );
+    }
+    text
 }
 
 #[test]

@@ -27,6 +27,46 @@ pub fn run_file(rel: &str, overrides: &[&str]) -> World {
     world
 }
 
+/// The UEC reference simulator's fabric with no `-topo` (uet-htsim `main_uec.cpp:642-711`): a
+/// three-tier k-ary fat tree of 100 Gb/s links of 1 µs, queues that trim past 178,450 bytes and
+/// mark by RED at dequeue between 37,350 and 145,250 bytes, and no framing, as it counts none.
+/// With `quiet_tor_downlinks`, ToR ports towards hosts mark no ECN, as the reference's do while
+/// receiver credit runs (`main_uec.cpp:708`). It ends in the `[uet]` table, for more of its keys.
+pub fn uet_reference_fabric(k: usize, quiet_tor_downlinks: bool) -> String {
+    let mut text = UET_REFERENCE_FABRIC.replacen("k = K", &format!("k = {k}"), 1);
+    if quiet_tor_downlinks {
+        for h in 0..k * k * k / 4 {
+            text += &format!("[switch.ports.\"sw{}->h{h}\".ecn]\nmode = \"off\"\n", h / (k / 2));
+        }
+    }
+    text + "[uet]\nframing = 0\n"
+}
+
+const UET_REFERENCE_FABRIC: &str = r#"
+[sim]
+seed = 1
+[topology]
+kind = "fat_tree"
+k = K
+host_rate = "100Gbps"
+host_delay = "1us"
+agg_rate = "100Gbps"
+agg_delay = "1us"
+core_rate = "100Gbps"
+core_delay = "1us"
+[switch]
+buffer = "64MB"
+[switch.ecn]
+mode = "red"
+kmin = "37350B"
+kmax = "145250B"
+pmax = 1.0
+mark_at = "dequeue"
+[switch.trim]
+threshold = "178450B"
+header = "64B"
+"#;
+
 /// Wire bytes of one full-size frame at MTU 1500 (payload, TCP+timestamps, IP, Ethernet framing).
 pub const FRAME: f64 = 1538.0;
 
