@@ -57,7 +57,8 @@ def run(workload: str, failed: bool, transport: str, cc: str, extra: dict, seed:
     sets = {"classes.default.transport": transport, "classes.default.cc": cc, **extra}
     r = sluice.run(scenario(workload, failed), set=sets, seed=seed, out=out, progress=False)
     s, fct = r.summary, r.flows["fct_ns"]
-    assert s["flows"]["completed"] == s["flows"]["total"], f"{out}: flows left unfinished"
+    if s["flows"]["completed"] != s["flows"]["total"]:
+        raise SystemExit(f"{out}: {s['flows']['total'] - s['flows']['completed']} flows left unfinished")
     trims = s.get("trimming", {})
     # What took the place of a full queue's drop: a drop, a trim (of the arrival or of the packet
     # queued last), or a pause.

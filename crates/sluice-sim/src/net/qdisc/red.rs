@@ -5,7 +5,9 @@
 //! instead (ECN), also above the forced threshold (ns-3's `UseHardDrop = false`).
 //!
 //! With `weight = 1`, `gentle = false` and `spacing = "none"` it is the instantaneous, per-packet
-//! RED of the HPCC simulator's switches.
+//! RED of the HPCC simulator's and the UEC reference's switches, but for two details that are
+//! ns-3's: the first packet after the queue reaches `kmin` only arms the count and is not marked,
+//! and a queue at exactly `kmin` or `kmax` counts as past it (theirs judge `>`).
 
 use crate::time::{Rate, Time};
 
