@@ -25,6 +25,8 @@ SCENARIO = REPO / "scenarios" / "cc_compare.toml"
 # handling its transport expects).
 ALGORITHMS = [
     ("DCTCP", "tcp", "dctcp", {}),
+    # Every packet on an ECMP hash of its own, as UET's are.
+    ("DCTCP, sprayed", "tcp", "dctcp", {"classes.default.spray": True}),
     ("Swift", "tcp", "swift", {}),
     ("DCQCN", "rdma", "dcqcn", {"pfc.enabled": True}),
     ("HPCC", "rdma", "hpcc", {"pfc.enabled": True}),
@@ -92,7 +94,7 @@ def table(results: dict):
 
 
 def figure(results: dict):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     labels = [label for label, *_ in ALGORITHMS]
     x = range(len(labels))
     for ax, workload in zip(axes, WORKLOADS):
@@ -106,7 +108,7 @@ def figure(results: dict):
                    label="last (seeds' range), " + ("sw64->sw32 at 25%" if failed else "healthy"))
             ax.scatter(off, p50, color=colour, marker="_", s=200, zorder=3,
                        label="median, " + ("sw64->sw32 at 25%" if failed else "healthy"))
-        ax.set_xticks(list(x), labels, rotation=20, fontsize=8)
+        ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize=8)
         # The permutation's tails span a decade; the incast's all end near 32 MB at line rate.
         ax.set(ylabel="flow completion time (us)", yscale="log" if workload == "permutation" else "linear",
                title=f"cc_compare: {'permutation, 128 x 1 MB' if workload == 'permutation' else 'incast, 32 x 1 MB into h0'}")
