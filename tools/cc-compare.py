@@ -1,8 +1,9 @@
 """NSCC beside HPCC, DCQCN, Swift and DCTCP on one fabric (docs/uet.md, scenarios/cc_compare.toml):
-a permutation of 1 MB messages over the 128-host k = 8 fat tree and a 32-to-1 incast of 1 MB each
-into h0, each with every link healthy and with core 0's link down to pod 0's first aggregation switch
-(sw64->sw32) at a quarter of its rate, the link the UEC reference's -failed 1 degrades in its fat
-tree. Each transport keeps its own loss handling: TCP drops, RDMA runs over PFC, UET trims.
+a permutation of 1 MB messages over the 128-host k = 8 fat tree and a 32-to-1 incast of 1 MB
+each into h0, each with every link healthy and with core 0's link down to pod 0's first
+aggregation switch (sw64->sw32) at a quarter of its rate, the link the UEC reference's -failed 1
+degrades in its fat tree. Each transport keeps its own loss handling: TCP drops, RDMA runs over
+PFC, UET trims.
 Prints the markdown tables of docs/uet.md (means over seeds 1-3: the seed draws the permutation's
 pairs and ECMP's hashes, which decide where flows meet) and draws docs/figures/cc_compare.png.
 Run: target/venv-test/bin/python tools/cc-compare.py [--out DIR]"""
