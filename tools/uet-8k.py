@@ -19,6 +19,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import htsim_output
+
 CASES = ["200:1:0:nscc:32", "200:4:0:nscc:32", "200:8:0:nscc:32",
          "400:1:0:nscc:32", "400:4:0:nscc:32", "400:8:0:nscc:32",
          "400:1:1:nscc:32", "400:4:1:nscc:32", "400:8:1:nscc:32",
@@ -124,11 +126,9 @@ def htsim(args, c, d: Path) -> dict:
         return json.loads(done.read_text())
     dc = args.uet_htsim / "htsim/sim/datacenter"
     wall, mem = timed([dc / "htsim_uec", *flags(dc, *c)], d / "htsim.txt", d)
-    out = (d / "htsim.txt").read_text().splitlines()
-    fin = sorted(float(line.split()[8]) for line in out if line.startswith("Flow ") and " finished at " in line)
-    words = out[-1].replace(":", "").split()
-    counters = {words[i]: words[i + 1] for i in range(0, len(words) - 1, 2)}
-    r = {"flows": len(fin), "median": statistics.median(fin), "last": fin[-1], "rtx": int(counters["Rtx"]),
+    out = (d / "htsim.txt").read_text()
+    fin = htsim_output.finishes(out)
+    r = {"flows": len(fin), "median": statistics.median(fin), "last": fin[-1], "rtx": htsim_output.counters(out)["Rtx"],
          "wall": wall, "mem": mem}
     done.write_text(json.dumps(r, indent=1))
     return r

@@ -16,6 +16,8 @@ import csv
 import os
 import subprocess
 
+import htsim_output
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "crates", "sluice-sim", "tests", "uet_reference", "ref", "results.csv")
 
@@ -35,11 +37,9 @@ COUNTERS = ["New", "Rtx", "RTS", "ACKs", "NACKs", "Pulls"]
 
 def summarize(stdout):
     """Finish times (first, median, p99, last) and the summary line's counters of one run."""
-    fin = sorted(float(l.split()[8]) for l in stdout.splitlines() if l.startswith("Flow ") and " finished at " in l)
-    words = stdout.strip().splitlines()[-1].replace(":", "").split()
-    counters = {words[i]: int(words[i + 1]) for i in range(0, len(words) - 1, 2)}
+    fin, counts = htsim_output.finishes(stdout), htsim_output.counters(stdout)
     n = len(fin)
-    return [n, fin[0], fin[n // 2], fin[max(int(n * 0.99) - 1, 0)], fin[-1]] + [counters[c] for c in COUNTERS]
+    return [n, fin[0], fin[n // 2], fin[max(int(n * 0.99) - 1, 0)], fin[-1]] + [counts[c] for c in COUNTERS]
 
 
 def main():

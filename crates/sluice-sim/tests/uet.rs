@@ -6,21 +6,12 @@
 //! `uet.framing = 0`. Figures are from its validation outputs (`validate_uec_sender.out`).
 
 mod common;
-use common::{refusal, run_text, uet_reference_fabric};
+use common::{finish_us, refusal, run_text, uet_counts, uet_reference_fabric};
 use sluice_sim::time::Time;
-use sluice_sim::world::World;
 
 /// The reference's fabric (`common::uet_reference_fabric`) with k = 4 and one NSCC class.
 fn fabric() -> String {
     uet_reference_fabric(4, false) + "[classes.default]\ncc = \"nscc\"\ntransport = \"uet\"\n"
-}
-
-fn uet(world: &World) -> serde_json::Value {
-    serde_json::to_value(sluice_sim::metrics::summarize(world, 0.0)).unwrap()["uet"].clone()
-}
-
-fn finish_us(world: &World) -> Vec<f64> {
-    world.flows().iter().map(|f| f.finish.expect("every flow finishes").ps() as f64 / 1e6).collect()
 }
 
 /// One 2 MB flow across the core, host 0 to host 13 (`one.cm`). The reference: 490 new
@@ -29,7 +20,7 @@ fn finish_us(world: &World) -> Vec<f64> {
 fn one_connection_takes_what_the_reference_takes() {
     let fabric = fabric();
     let w = run_text(&format!("{fabric}[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 13, size = \"2000000B\", start = \"0us\" }}]\n"), &[]);
-    let u = uet(&w);
+    let u = uet_counts(&w);
     assert_eq!((u["new"].as_u64(), u["rtx"].as_u64(), u["nacks"].as_u64()), (Some(490), Some(0), Some(0)), "{u}");
     assert_eq!(u["acks"].as_u64(), Some(124), "{u}");
     let t = finish_us(&w)[0];
@@ -43,7 +34,7 @@ fn an_incast_is_repaired_by_nacks_and_ends_with_the_reference() {
     let fabric = fabric();
     let flows: Vec<String> = (1..16).map(|s| format!("{{ src = {s}, dst = 0, size = \"2000000B\", start = \"0us\" }}")).collect();
     let w = run_text(&format!("{fabric}[[workloads]]\nkind = \"flows\"\nflows = [{}]\n", flows.join(", ")), &[]);
-    let u = uet(&w);
+    let u = uet_counts(&w);
     let last = finish_us(&w).into_iter().fold(0.0, f64::max);
     assert!(last <= 2550.0 && (last - 2478.53).abs() <= 0.05 * 2478.53, "last flow done at {last} µs; the reference at 2478.53 (5%)");
     let (nacks, ignored, rtx) = (u["nacks"].as_u64().unwrap(), u["nacks_ignored"].as_u64().unwrap(), u["rtx"].as_u64().unwrap());
@@ -71,7 +62,7 @@ fn credited(cc: &str, k: usize) -> String {
 fn one_connection_under_receiver_credit_takes_what_the_reference_takes() {
     for cc in ["cc = \"rccc\"", "cc = \"nscc\"\nparams = { receiver_cc = true }"] {
         let w = run_text(&format!("{}[[workloads]]\nkind = \"flows\"\nflows = [{{ src = 0, dst = 13, size = \"2000000B\", start = \"0us\" }}]\n", credited(cc, 4)), &[]);
-        let u = uet(&w);
+        let u = uet_counts(&w);
         assert_eq!((u["new"].as_u64(), u["rtx"].as_u64(), u["acks"].as_u64(), u["rts"].as_u64()), (Some(490), Some(0), Some(126), Some(0)), "{cc}: {u}");
         let pulls = u["pulls"].as_u64().unwrap();
         assert!(pulls.abs_diff(157) <= 8, "{cc}: {pulls} PULLs; the reference's sender took 157 before it finished (5%)");
@@ -89,7 +80,7 @@ fn spreading_over_many_paths_halves_a_permutations_tail() {
     let run = |paths: u32| {
         let text = format!("{fabric}[[workloads]]\nkind = \"permutation\"\nsize = \"2000000B\"\n").replacen("framing = 0", &format!("framing = 0\npaths = {paths}"), 1);
         let w = run_text(&text, &[]);
-        (finish_us(&w).into_iter().fold(0.0, f64::max), uet(&w))
+        (finish_us(&w).into_iter().fold(0.0, f64::max), uet_counts(&w))
     };
     let (pinned, u1) = run(1);
     let (sprayed, _) = run(64);

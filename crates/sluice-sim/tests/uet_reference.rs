@@ -10,7 +10,7 @@
 //! where it resends fewer.
 
 mod common;
-use common::{run_text, uet_reference_fabric};
+use common::{finish_us, run_text, uet_counts, uet_reference_fabric};
 use std::path::Path;
 
 /// One row of `ref/results.csv`.
@@ -88,10 +88,10 @@ fn agrees(mode: &str) {
     let mut misses = Vec::new();
     for r in reference().into_iter().filter(|r| r.mode == mode) {
         let w = run_text(&scenario(&r.mode, &r.case), &[]);
-        let mut fin: Vec<f64> = w.flows().iter().map(|f| f.finish.expect("every flow finishes").ps() as f64 / 1e6).collect();
+        let mut fin = finish_us(&w);
         fin.sort_by(f64::total_cmp);
         let (median, last) = (fin[fin.len() / 2], fin[fin.len() - 1]);
-        let u = serde_json::to_value(sluice_sim::metrics::summarize(&w, 0.0)).unwrap()["uet"].clone();
+        let u = uet_counts(&w);
         let (new, rtx) = (u["new"].as_u64().unwrap(), u["rtx"].as_u64().unwrap());
         let case = format!("{} {}", r.mode, r.case);
         println!("{case}: median {median:.2} ({:.2}), last {last:.2} ({:.2}), resent {rtx} ({})", r.median, r.last, r.rtx);
@@ -133,11 +133,11 @@ fn an_oversubscribed_8192_host_leaf_spine_agrees_with_the_reference() {
         dir.join("perm_8192n_8192c_1MB.cm").display()
     );
     let w = run_text(&text, &[]);
-    let mut fin: Vec<f64> = w.flows().iter().map(|f| f.finish.expect("every flow finishes").ps() as f64 / 1e6).collect();
+    let mut fin = finish_us(&w);
     fin.sort_by(f64::total_cmp);
     assert_eq!(fin.len(), 8192);
     let (median, last) = ((fin[4095] + fin[4096]) / 2.0, fin[8191]);
-    let rtx = serde_json::to_value(sluice_sim::metrics::summarize(&w, 0.0)).unwrap()["uet"]["rtx"].as_u64().unwrap();
+    let rtx = uet_counts(&w)["rtx"].as_u64().unwrap();
     assert!((median - 91.00).abs() <= 0.03 * 91.00, "median {median:.2} µs against 91.00 (3%)");
     assert!((last - 112.06).abs() <= 0.10 * 112.06, "last {last:.2} µs against 112.06 (10%)");
     assert!(rtx.abs_diff(829_713) * 4 <= 829_713, "{rtx} resent against 829,713 (25%)");

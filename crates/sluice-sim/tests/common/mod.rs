@@ -67,6 +67,16 @@ threshold = "178450B"
 header = "64B"
 "#;
 
+/// The UET transport's counts in a run's summary (`summary.json`'s `uet`).
+pub fn uet_counts(world: &World) -> serde_json::Value {
+    serde_json::to_value(sluice_sim::metrics::summarize(world, 0.0)).unwrap()["uet"].clone()
+}
+
+/// Every flow's finish time in µs, in flow order; each flow must have finished.
+pub fn finish_us(world: &World) -> Vec<f64> {
+    world.flows().iter().map(|f| f.finish.expect("every flow finishes").ps() as f64 / 1e6).collect()
+}
+
 /// Wire bytes of one full-size frame at MTU 1500 (payload, TCP+timestamps, IP, Ethernet framing).
 pub const FRAME: f64 = 1538.0;
 
