@@ -24,7 +24,7 @@ import htsim_output
 CASES = ["200:1:0:nscc:32", "200:4:0:nscc:32", "200:8:0:nscc:32",
          "400:1:0:nscc:32", "400:4:0:nscc:32", "400:8:0:nscc:32",
          "400:1:1:nscc:32", "400:4:1:nscc:32", "400:8:1:nscc:32",
-         "400:1:0:rccc:32", "800:1:0:nscc:32"]
+         "400:1:0:rccc:32", "400:4:0:rccc:32", "400:8:0:rccc:32", "800:1:0:nscc:32"]
 # The plans' queue (-q) and ECN (-ecn) in packets, and starting window (-cwnd), by rate.
 FLAGS = {200: (50, 12, 37, 75), 400: (100, 25, 75, 150), 800: (200, 50, 150, 300)}
 MTU = 4150

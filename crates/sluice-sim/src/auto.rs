@@ -28,7 +28,9 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Auto<T> {
         if v.as_str() == Some("auto") {
             return Ok(Auto::Auto);
         }
-        T::deserialize(v).map(Auto::Set).map_err(|e| serde::de::Error::custom(format!("{e}; or \"auto\" to derive it from the network")))
+        T::deserialize(v)
+            .map(Auto::Set)
+            .map_err(|e| serde::de::Error::custom(format!("{}; or \"auto\" to derive it from the network", e.to_string().trim_end())))
     }
 }
 

@@ -46,6 +46,8 @@ pub enum Event {
     PullRequest(FlowId),
     /// A host's pull pacer grants its next credit.
     PullPace(HostId),
+    /// A host's oversubscription control sets the rate its pull pacer grants at.
+    PullRate(HostId),
     /// A link fails or comes back: the port that sends on it, and the change's place in the
     /// world's list.
     LinkChange(PortId, u32),

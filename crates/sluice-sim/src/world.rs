@@ -209,7 +209,7 @@ impl World {
                 let flow = &self.flows[f];
                 of_host(if kind.at_server() { flow.dst } else { flow.src })
             }
-            Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) | Event::PullPace(h) => of_host(h),
+            Event::NicWake(h) | Event::CpuDone(h, _) | Event::NicTick(h) | Event::PullPace(h) | Event::PullRate(h) => of_host(h),
             Event::PullRequest(f) => of_host(self.flows[f].dst),
             // Applications keep the fabric one partition.
             Event::AppStart(_) | Event::AppTimer(..) => 0,
@@ -326,6 +326,7 @@ impl World {
                 self.hosts.request_pull(h, f, &mut host_cx!(self, now));
             }
             Event::PullPace(h) => self.hosts.pull_pace(h, &mut host_cx!(self, now)),
+            Event::PullRate(h) => self.hosts.pull_rate(h, &mut host_cx!(self, now)),
             Event::FlowStart(f) => {
                 if f.index() < self.static_flows {
                     self.started += 1;

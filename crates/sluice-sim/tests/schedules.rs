@@ -168,6 +168,32 @@ fn receiver_credit_is_the_same_under_every_schedule() {
 }
 
 #[test]
+fn the_receivers_oversubscription_control_is_the_same_under_every_schedule() {
+    // RCCC alone with the spines slowed to 25 Gb/s, 4:1: each receiving host's control counts
+    // what its flows take and sets its pacer's rate, its timer an event of the host's partition.
+    let over = |on: &str| {
+        vec![
+            "sim.duration=\"2ms\"".to_string(),
+            "topology.fabric_rate=\"25Gbps\"".into(),
+            "switch.trim.threshold=\"20KB\"".into(),
+            "classes.default.cc=\"rccc\"".into(),
+            format!("classes.default.params={{ oversubscribed_cc = {on} }}"),
+            "classes.default.transport=\"uet\"".into(),
+        ]
+    };
+    let nacks = |on: &str| {
+        let args = over(on);
+        let (one, _, _) = outputs("scenarios/websearch_leafspine.toml", &args.iter().map(String::as_str).collect::<Vec<_>>(), Schedule::Interleaved);
+        let summary: serde_json::Value = serde_json::from_slice(&one["summary.json"]).unwrap();
+        summary["uet"]["nacks"].as_u64().unwrap()
+    };
+    let (with, without) = (nacks("\"auto\""), nacks("false"));
+    assert!(without > 1000 && with * 2 < without, "{with} NACKs with the control, {without} without");
+    let args = over("\"auto\"");
+    same_under_every_schedule("scenarios/websearch_leafspine.toml", &args.iter().map(String::as_str).collect::<Vec<_>>(), 4);
+}
+
+#[test]
 fn every_log_is_the_same_under_every_schedule() {
     // Capture (cut short, so which packets are kept matters), TCP-INT telemetry rows, window
     // and queue samples, each written by several partitions at the same instants.

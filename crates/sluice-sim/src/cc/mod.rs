@@ -20,6 +20,7 @@ mod example_aimd;
 pub mod negotiation;
 mod newreno;
 mod nscc;
+mod oversubscribed;
 pub mod portable;
 pub mod presets;
 mod rccc;
@@ -35,6 +36,7 @@ pub use hptcp::Hptcp;
 pub use example_aimd::ExampleAimd;
 pub use newreno::NewReno;
 pub use nscc::Nscc;
+pub use oversubscribed::{OversubscribedCc, OversubscribedParams, Received};
 pub use swift::Swift;
 
 /// Everything one ACK tells the sender, gathered by the transport's signal block.
@@ -167,6 +169,8 @@ pub struct UetFlow {
     pub trimming: bool,
     /// Packet bytes, the UET header included.
     pub mtu: u64,
+    /// How much more the hosts under a ToR can send than its uplinks carry (1: not at all).
+    pub oversubscription: f64,
 }
 
 /// Why a packet is lost, as a transport that tells packets apart reports it.
@@ -199,7 +203,7 @@ pub struct LossSignals {
 
 /// A UET flow whose receiver grants it credit (RCCC): the sender sends only while it holds
 /// some, and the receiver's host paces the credit out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReceiverCredit {
     /// Bytes of credit the sender starts with and never holds more of: the speculative window
     /// (`_configured_maxwnd`).
@@ -207,6 +211,9 @@ pub struct ReceiverCredit {
     /// The algorithm's window also limits sending (NSCC and RCCC together); otherwise credit
     /// alone does.
     pub windowed: bool,
+    /// The receiving host scales its credit rate by what the fabric's core tells
+    /// (`cc/oversubscribed.rs`), with these constants.
+    pub oversubscribed: Option<OversubscribedParams>,
 }
 
 /// The transports an algorithm runs on, as a set.

@@ -210,7 +210,7 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     }
     Ok(Arc::new(move |ctx: &FlowContext| {
         // Classes refuse nscc off UET, so `uet` is always there; the fallback keeps this total.
-        let net = ctx.uet.unwrap_or(UetFlow { network_rtt: ctx.base_rtt, trimming: false, mtu: ctx.mss });
+        let net = ctx.uet.unwrap_or(UetFlow { network_rtt: ctx.base_rtt, trimming: false, mtu: ctx.mss, oversubscription: 1.0 });
         Box::new(Nscc::new(c.resolve(&net, ctx), ctx)) as Box<dyn CongestionControl>
     }))
 }
@@ -472,7 +472,7 @@ impl CongestionControl for Nscc {
     fn on_congestion(&mut self, _ev: CongestionEvent, _now: Time, _win: &mut Window) {}
 
     fn receiver_credit(&self) -> Option<ReceiverCredit> {
-        self.p.receiver_cc.then_some(ReceiverCredit { cap: self.configured_maxwnd, windowed: true })
+        self.p.receiver_cc.then_some(ReceiverCredit { cap: self.configured_maxwnd, windowed: true, oversubscribed: None })
     }
 
     fn state(&self) -> Vec<(&'static str, f64)> {
@@ -499,7 +499,7 @@ mod tests {
     const ACK: u64 = 4 * MTU;
 
     fn ctx(rate: Rate, rtt: Time) -> FlowContext {
-        let uet = Some(UetFlow { network_rtt: rtt, trimming: true, mtu: MTU });
+        let uet = Some(UetFlow { network_rtt: rtt, trimming: true, mtu: MTU, oversubscription: 1.0 });
         FlowContext { mss: MSS, init_cwnd: 0, link_rate: rate, base_rtt: rtt, size: None, deadline: None, uet }
     }
 
@@ -547,7 +547,7 @@ mod tests {
         }
         // Without trimming the target is the whole network RTT.
         let c = Config::default();
-        let ctx = FlowContext { uet: Some(UetFlow { network_rtt: RTT_100G, trimming: false, mtu: MTU }), ..ctx(Rate::gbps(100), RTT_100G) };
+        let ctx = FlowContext { uet: Some(UetFlow { network_rtt: RTT_100G, trimming: false, mtu: MTU, oversubscription: 1.0 }), ..ctx(Rate::gbps(100), RTT_100G) };
         assert_eq!(c.resolve(ctx.uet.as_ref().unwrap(), &ctx).target, RTT_100G);
     }
 

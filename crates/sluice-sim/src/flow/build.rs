@@ -213,7 +213,7 @@ impl TransportBuilder {
         } else {
             net.network_rtt
         };
-        let uet = UetFlow { network_rtt: net.network_rtt, trimming: net.trimming, mtu: cfg.mtu as u64 };
+        let uet = UetFlow { network_rtt: net.network_rtt, trimming: net.trimming, mtu: cfg.mtu as u64, oversubscription: net.oversubscription };
         let ctx = FlowContext { mss, init_cwnd: 0, link_rate, base_rtt, size: spec.size, deadline: None, uet: Some(uet) };
         // Each flow draws its path choices from a stream of its own, so they do not depend on
         // other flows, partitions or threads.

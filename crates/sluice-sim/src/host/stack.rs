@@ -11,7 +11,7 @@ use super::offload::Offload;
 use super::pull::{PullPacer, Turn};
 use super::splice::Relayed;
 use super::telemetry::{TelemetryLog, TelemetryRow};
-use crate::context::{Cx, Event, TimerKind};
+use crate::context::{stream, Cx, Event, TimerKind};
 use crate::flow::FlowTable;
 use crate::ids::{FlowId, HostId, PartId};
 use crate::net::port::Port;
@@ -74,12 +74,15 @@ pub struct Hosts {
     io: Io,
     /// Segment size, for a proxy's per-segment relay cost.
     mss: u64,
+    /// The run's seed, from which each host's oversubscription control draws its jitter.
+    seed: u64,
 }
 
 impl Hosts {
-    /// Hosts with `nics`, no CPU or offload yet, logging telemetry to `telemetry`.
-    pub fn new(nics: Vec<Nic>, telemetry: TelemetryLog, mss: u64) -> Hosts {
-        Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), pacers: Vec::new(), telemetry, io: Io::default(), mss }
+    /// Hosts with `nics`, no CPU or offload yet, logging telemetry to `telemetry`, drawing
+    /// what they draw from the run's `seed`.
+    pub fn new(nics: Vec<Nic>, telemetry: TelemetryLog, mss: u64, seed: u64) -> Hosts {
+        Hosts { nics, cpus: Vec::new(), offloads: Vec::new(), pacers: Vec::new(), telemetry, io: Io::default(), mss, seed }
     }
 
     /// What the transport of the last [`ReportFrom`] reported.
@@ -103,6 +106,12 @@ impl Hosts {
     #[inline]
     pub fn receive(&mut self, h: HostId, pkt: Packet, s: &mut HostCx) -> Arrival {
         s.cx.counters.packets_delivered += 1;
+        if let Some(pacer) = self.pacers.get_mut(h.index()).and_then(Option::as_deref_mut) {
+            let flow = &s.flows[FlowId(pkt.flow)];
+            if flow.dst == h && matches!(flow.server, Some(ServerEnd::Uet(_))) {
+                pacer.count(&pkt);
+            }
+        }
         if pkt.is_trimmed() && !matches!(s.flows[FlowId(pkt.flow)].server, Some(ServerEnd::Uet(_))) {
             // TCP and RDMA take no trimmed headers: to them the data is lost, which their ACK
             // clocks and timers recover as any loss. A UET receiver NACKs them.
@@ -377,7 +386,8 @@ impl Hosts {
     }
 
     /// Flow `f`'s receiver at host `h` wants credit: it joins the host's pull pacer, which
-    /// starts now if it was stopped.
+    /// starts now if it was stopped. The host's first flow that runs the oversubscription
+    /// control starts it.
     #[cold]
     pub fn request_pull(&mut self, h: HostId, f: FlowId, s: &mut HostCx) {
         if self.pacers.is_empty() {
@@ -385,8 +395,29 @@ impl Hosts {
         }
         let rate = s.ports[self.nics[h].port].built_rate;
         let pacer = self.pacers[h.index()].get_or_insert_with(|| Box::new(PullPacer::new(rate)));
-        if pacer.request(f) {
-            s.cx.schedule(s.cx.now, Event::PullPace(h));
+        let now = s.cx.now;
+        if pacer.control.is_none() {
+            if let Some(params) = s.flows[f].server.as_ref().and_then(|e| e.uet()).and_then(|r| r.oversubscribed()) {
+                // Each host's jitter is its own, whatever the partitions and threads.
+                let rng = stream(self.seed ^ (h.0 as u64 + 1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F), 6);
+                pacer.start_control(params, rng);
+            }
+        }
+        let started = pacer.request(f, now);
+        if started.pacer {
+            s.cx.schedule(now, Event::PullPace(h));
+        }
+        if let Some(at) = started.control {
+            s.cx.schedule(at, Event::PullRate(h));
+        }
+    }
+
+    /// Host `h`'s oversubscription control ends an interval and sets its pacer's rate.
+    #[cold]
+    pub fn pull_rate(&mut self, h: HostId, s: &mut HostCx) {
+        let pacer = self.pacers[h.index()].as_deref_mut().expect("a rate event for a host with a pacer");
+        if let Some(at) = pacer.control_tick(s.cx.now) {
+            s.cx.schedule(at, Event::PullRate(h));
         }
     }
 

@@ -3,7 +3,8 @@
 
 use crate::time::{Rate, Time};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 /// The node whose route table serves host `h`: the switch it hangs off by its only link, or
@@ -65,6 +66,48 @@ impl Graph {
             ports[l.b].push((i, l.a));
         }
         ports
+    }
+
+    /// How much more the hosts can send into the core than it carries: at each tier of
+    /// switches (counted in hops from the hosts), the most any switch has below it over what it
+    /// has above it, multiplied over the tiers (a leaf of 32 hosts and 8 uplinks, all at one
+    /// rate: 4). 1 where no switch has less above it than below.
+    pub fn oversubscription(&self) -> f64 {
+        let ports = self.ports();
+        let mut level = vec![u32::MAX; self.nodes.len()];
+        let mut frontier = self.hosts();
+        frontier.iter().for_each(|&h| level[h] = 0);
+        for depth in 1.. {
+            if frontier.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            for n in frontier {
+                for &(_, peer) in &ports[n] {
+                    if level[peer] == u32::MAX {
+                        level[peer] = depth;
+                        next.push(peer);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        let mut worst: BTreeMap<u32, f64> = BTreeMap::new();
+        for (n, links) in ports.iter().enumerate().filter(|(n, _)| self.nodes[*n] != NodeKind::Host) {
+            let (mut down, mut up) = (0u64, 0u64);
+            for &(i, peer) in links {
+                match level[peer].cmp(&level[n]) {
+                    Ordering::Less => down += self.links[i].rate.bps(),
+                    Ordering::Greater => up += self.links[i].rate.bps(),
+                    Ordering::Equal => {}
+                }
+            }
+            if up > 0 {
+                let w = worst.entry(level[n]).or_insert(1.0);
+                *w = w.max(down as f64 / up as f64);
+            }
+        }
+        worst.values().product()
     }
 }
 
@@ -832,6 +875,13 @@ mod tests {
         assert_eq!(file.nodes, k16.nodes, "1024 hosts, 128 ToRs, 128 aggs, 64 cores");
         assert_eq!(file.links, k16.links, "the auto topology's k = 16 fat tree, link for link");
         let ls = parse_htsim_topology(LEAF_SPINE_4_TO_1, "ls.topo").unwrap();
+        assert_eq!((file.oversubscription(), k16.oversubscription(), ls.oversubscription()), (1.0, 1.0, 4.0));
+        let leaf_spine = |fabric_rate: &str| {
+            build(&format!("kind = \"leaf_spine\"\nhosts_per_leaf = 8\nleaves = 4\nspines = 2\n{HOST}fabric_rate = \"{fabric_rate}\"\nfabric_delay = \"1us\""))
+                .unwrap()
+                .oversubscription()
+        };
+        assert_eq!((leaf_spine("400Gbps"), leaf_spine("100Gbps"), leaf_spine("800Gbps")), (1.0, 4.0, 1.0), "8 x 100 Gb/s down, 2 up");
         assert_eq!(ls.hosts().len(), 1024);
         assert_eq!((ls.nodes.len(), ls.links.len()), (1024 + 32 + 8, 1024 + 32 * 8), "32 leaves of 32 hosts, 8 spines: 4:1");
         assert!(ls.links.iter().all(|l| l.rate == Rate::gbps(400) && l.delay == Time::from_us(1)));

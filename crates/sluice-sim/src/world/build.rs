@@ -147,7 +147,7 @@ impl World {
             Some((interval, flows)) => TelemetryLog::new(interval, flows),
             None => TelemetryLog::new(Time::ZERO, Some(Vec::new())),
         };
-        let mut hosts = Hosts::new(nics, telemetry, p.tcp.mss());
+        let mut hosts = Hosts::new(nics, telemetry, p.tcp.mss(), p.seed);
         if let Some(c) = p.cpu.as_ref().filter(|c| !c.hosts.is_empty()) {
             hosts.cpus = (0..host_count).map(|h| c.hosts.contains(&(h as usize)).then(|| Box::new(Cpu::new(HostId(h), c)))).collect();
         }
@@ -163,7 +163,7 @@ impl World {
             Box::new(Capture::new(c, host_ports))
         });
         let uet = p.uet.map(|cfg| {
-            let measured = UetNetwork::measure(&net, &cfg);
+            let measured = UetNetwork::measure(graph, &net, &cfg);
             (cfg, measured)
         });
         let mut world = World {

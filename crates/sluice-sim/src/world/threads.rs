@@ -178,7 +178,7 @@ impl World {
     /// its own over), and a flow table with no record yet.
     fn carve_shard(&self, owner: &[usize], r: usize) -> World {
         let hosts = self.hosts.nics.len();
-        let mut shard_hosts = Hosts::new((0..hosts).map(|_| Nic::default()).collect(), self.hosts.telemetry.empty_like(), self.build.tcp.mss());
+        let mut shard_hosts = Hosts::new((0..hosts).map(|_| Nic::default()).collect(), self.hosts.telemetry.empty_like(), self.build.tcp.mss(), self.seed);
         shard_hosts.cpus = (0..self.hosts.cpus.len()).map(|_| None).collect();
         shard_hosts.offloads = (0..self.hosts.offloads.len()).map(|_| None).collect();
         World {

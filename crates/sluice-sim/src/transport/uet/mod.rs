@@ -31,6 +31,7 @@ pub use sender::UetSender;
 use crate::auto::Auto;
 use crate::cc::CongestionControl;
 use crate::net::fabric::{longest_one_way, Fabric};
+use crate::net::topology::Graph;
 use crate::net::qdisc::Trim;
 use crate::time::{Bytes, Rate, Time};
 use crate::transport::tcp::Route;
@@ -163,6 +164,8 @@ pub struct UetNetwork {
     pub trimming: bool,
     /// The queue the retransmission timeout allows for, in bytes (`Q`).
     pub queue_bytes: u64,
+    /// How much more the hosts can send than the fabric's core carries.
+    pub oversubscription: f64,
 }
 
 /// How long a sender's timers wait.
@@ -202,8 +205,8 @@ pub fn connection(
 }
 
 impl UetNetwork {
-    /// What `fabric` gives every UET flow under `cfg`.
-    pub fn measure(fabric: &Fabric, cfg: &UetConfig) -> UetNetwork {
+    /// What `fabric`, built from `graph`, gives every UET flow under `cfg`.
+    pub fn measure(graph: &Graph, fabric: &Fabric, cfg: &UetConfig) -> UetNetwork {
         let trims: Vec<&Trim> = fabric.ports.iter().filter(|p| fabric.is_switch(p.node)).filter_map(|p| p.discipline.trim.as_ref()).collect();
         // The reference's `calculate_rtt`: one full packet out and one ACK back on the longest path.
         let measured = longest_one_way(fabric, cfg.frame(cfg.mss()) as u64) + longest_one_way(fabric, cfg.ack_frame() as u64);
@@ -216,7 +219,7 @@ impl UetNetwork {
             Some(q) => q,
             None => 5 * rate.bytes_in(network_rtt).div_ceil(mtu) * mtu,
         };
-        UetNetwork { network_rtt, trimming: !trims.is_empty(), queue_bytes }
+        UetNetwork { network_rtt, trimming: !trims.is_empty(), queue_bytes, oversubscription: graph.oversubscription() }
     }
 
     /// A flow's retransmission timeout at its host's `rate`: `uet.rto`, or 15 µs and six
@@ -242,7 +245,7 @@ mod tests {
 
     /// A connection of `size` bytes under NSCC at 100 Gb/s.
     fn nscc_connection(size: u64, policy: &str) -> Connection {
-        let net = UetFlow { network_rtt: Time::from_us(14), trimming: true, mtu: 4150 };
+        let net = UetFlow { network_rtt: Time::from_us(14), trimming: true, mtu: 4150, oversubscription: 1.0 };
         let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: net.network_rtt, size: Some(size), deadline: None, uet: Some(net) };
         let cc = crate::cc::factory("nscc", &toml::Table::new()).unwrap()(&ctx);
         let mut rng = stream(11, 5);

@@ -8,7 +8,7 @@
 use super::sack::RxBitmap;
 use super::wire::{self, AR, LAST_HOP, PULL, QUANTUM, RTS, RTX, RTX_ECHO};
 use super::{UetConfig, HEADER};
-use crate::cc::ReceiverCredit;
+use crate::cc::{OversubscribedParams, ReceiverCredit};
 use crate::context::{Cx, Event, TimerKind};
 use crate::ids::FlowId;
 use crate::packet::{flags, Ecn, Packet, CONTROL_PRIO, INITIAL_TTL};
@@ -33,6 +33,8 @@ struct Grants {
     slow_cap: u64,
     /// The last PULL's EV, counting 1 to 127 and round to 0 (`nextEntropy`).
     ev: u16,
+    /// The host's oversubscription control's constants, where the algorithm runs it.
+    oversubscribed: Option<OversubscribedParams>,
 }
 
 /// The receiving end of a UET connection.
@@ -77,7 +79,7 @@ impl UetReceiver {
             got_any: false,
             ack_request: false,
             held: RangeSet::default(),
-            grants: credit.map(|c| Grants { target: wire::INIT_PULL, latest: wire::INIT_PULL, in_pull: false, slow_cap: c.cap / QUANTUM, ev: 0 }),
+            grants: credit.map(|c| Grants { target: wire::INIT_PULL, latest: wire::INIT_PULL, in_pull: false, slow_cap: c.cap / QUANTUM, ev: 0, oversubscribed: c.oversubscribed }),
             rcv_nxt: 0,
         }
     }
@@ -222,6 +224,11 @@ impl UetReceiver {
     /// target is under the speculative window.
     pub fn takes_slow_pulls(&self) -> bool {
         self.grants.is_some_and(|g| g.target <= g.latest && g.latest - g.target < g.slow_cap)
+    }
+
+    /// The constants of the oversubscription control the flow asks its host to run, if any.
+    pub fn oversubscribed(&self) -> Option<OversubscribedParams> {
+        self.grants.and_then(|g| g.oversubscribed)
     }
 
     /// Takes the flow off the pacer's active list.
@@ -444,7 +451,7 @@ mod tests {
     /// A receiver granting credit with a speculative window of 8 packets.
     fn granting() -> UetReceiver {
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };
-        UetReceiver::new(&UetConfig::default(), route, Some(ReceiverCredit { cap: 8 * 4150, windowed: false }))
+        UetReceiver::new(&UetConfig::default(), route, Some(ReceiverCredit { cap: 8 * 4150, windowed: false, oversubscribed: None }))
     }
 
     /// Takes `pkt`; its report, and whether the receiver asked its pacer for credit.

@@ -139,7 +139,7 @@ impl UetSender {
         let mss = cfg.mss();
         let mut win = Window { cwnd: cfg.mtu as u64, ssthresh: u64::MAX, pacing_rate: None, mss };
         cc.init(&mut win);
-        let credit = cc.receiver_credit().map(|ReceiverCredit { cap, windowed }| Credit { bytes: cap as i64, cap: cap as i64, pull: wire::INIT_PULL, speculating: true, windowed });
+        let credit = cc.receiver_credit().map(|ReceiverCredit { cap, windowed, .. }| Credit { bytes: cap as i64, cap: cap as i64, pull: wire::INIT_PULL, speculating: true, windowed });
         UetSender {
             route,
             mss,
@@ -752,7 +752,7 @@ mod tests {
     #[test]
     fn the_retransmission_timeout_is_fifteen_microseconds_and_six_queues() {
         let cfg = UetConfig::default();
-        let net = |q| super::super::UetNetwork { network_rtt: Time::from_us(12), trimming: true, queue_bytes: q };
+        let net = |q| super::super::UetNetwork { network_rtt: Time::from_us(12), trimming: true, queue_bytes: q, oversubscription: 1.0 };
         assert_eq!(net(178_450).rto(&cfg, Rate::gbps(100)), Time(100_656_000));
         assert_eq!(net(415_000).rto(&cfg, Rate::gbps(400)), Time(64_800_000));
         let cfg = UetConfig { rto: crate::auto::Auto::Set(Time::from_us(40)), ..cfg };
@@ -832,7 +832,7 @@ mod tests {
             base_rtt: Time::from_us(12),
             size: None,
             deadline: None,
-            uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150 }),
+            uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150, oversubscription: 1.0 }),
         };
         let cc = crate::cc::factory("nscc", &toml::Table::new()).unwrap()(&ctx);
         let mut rng = stream(7, 5);
@@ -851,7 +851,7 @@ mod tests {
             base_rtt: Time::from_us(12),
             size: Some(size),
             deadline: None,
-            uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150 }),
+            uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150, oversubscription: 1.0 }),
         };
         let cc = crate::cc::factory(algo, &params.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
         let mut rng = stream(7, 5);
