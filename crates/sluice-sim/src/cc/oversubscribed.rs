@@ -10,7 +10,7 @@
 //! - otherwise the rate grows by `ai`, doubling each interval while nothing is marked;
 //! - the rate stays between `min_rate` (0.9 over the oversubscription ratio) and the line.
 //!
-//! The host holds the counts and the timer (`host/pull.rs`); this file is the arithmetic.
+//! The host counts into it and runs its timer (`host/pull.rs`); this file is the arithmetic.
 
 use crate::time::Time;
 use rand::Rng;

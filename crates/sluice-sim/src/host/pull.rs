@@ -28,6 +28,8 @@ use std::collections::VecDeque;
 const RATE_SHARE: f64 = 0.99;
 /// Quanta the pacer waits after a PULL that granted nothing.
 const IDLE_QUANTA: u64 = 4;
+/// Intervals a waking control draws one by one before it counts the rest by their mean.
+const CATCH_UP: u64 = 4_096;
 
 /// One receiving host's pull pacer.
 #[derive(Debug)]
@@ -125,12 +127,18 @@ impl PullPacer {
     }
 
     /// A sleeping control catches up on the intervals that ended meanwhile, and returns when
-    /// the one under way ends.
+    /// the one under way ends. After a long sleep (more than [`CATCH_UP`] intervals) the rest are
+    /// counted by their mean length and a fresh interval starts now, so a run with long quiet
+    /// spells does not draw every interval it slept through.
     fn wake_control(&mut self, now: Time) -> Option<Time> {
         let c = self.control.as_deref_mut().filter(|c| c.asleep)?;
         let mut ended = 0;
         while c.ends <= now {
             ended += 1;
+            if ended == CATCH_UP {
+                ended += (now - c.ends).ps() / c.cc.mean_interval().ps().max(1);
+                c.ends = now;
+            }
             c.ends += c.cc.interval();
         }
         c.cc.slept(ended);
@@ -290,5 +298,15 @@ mod tests {
         let woke = p.request(FlowId(0), next + Time::from_us(100)).control.unwrap();
         assert!(woke > next + Time::from_us(100));
         assert_eq!(p.control.as_ref().unwrap().cc.rate, 1.0, "the empty intervals slept through brought the rate back to the line");
+    }
+
+    #[test]
+    fn a_long_sleep_starts_a_fresh_interval_at_waking() {
+        // Ten seconds asleep is some 670,000 intervals of 15 µs: the first 4,096 drawn, the rest
+        // counted, and the next ends within an interval of waking.
+        let mut p = controlled();
+        let now = Time::from_ms(10_000);
+        let ends = p.request(FlowId(0), now).control.unwrap();
+        assert!(ends > now && ends <= now + Time::from_ns(18_750), "{ends:?}");
     }
 }
