@@ -154,7 +154,8 @@ impl Switch {
             return;
         }
         let red = matches!(port.discipline.marking, Marking::Red(_));
-        let free = port.idle(now) && port.queue.is_empty() && !port.pause.is_paused(pkt.prio, now);
+        // Control packets waiting for the serializer go first, even if it frees as this arrives.
+        let free = port.idle(now) && port.control.is_empty() && port.queue.is_empty() && !port.pause.is_paused(pkt.prio, now);
         if free && !red {
             self.egress(local, pkt, ports, cx);
             return;
