@@ -140,7 +140,7 @@ fn leaf_spine_8192(oversub: u32, cc: &str) -> (f64, f64, u64) {
 /// NSCC on the 4:1 leaf-spine (`-cwnd 150 -sender_cc_only`). Its uplinks carry four times what
 /// they can, so two packets in five are trimmed and resent. `htsim_uec` here: median 91.00 µs,
 /// last 112.06, 829,713 resent of 2,007,040 (`tools/uet-8k.py --uet-htsim <path>
-/// 400:4:0:nscc:32`); sluice gives 91.15, 110.89 and 827,598. Held to the bounds above.
+/// 400:4:0:nscc:32`); sluice gives 91.16, 110.15 and 827,686. Held to the bounds above.
 #[test]
 fn nscc_on_an_oversubscribed_8192_host_leaf_spine_agrees_with_the_reference() {
     let (median, last, rtx) = leaf_spine_8192(4, "cc = \"nscc\"\nparams = { cwnd = 150 }");
@@ -152,8 +152,8 @@ fn nscc_on_an_oversubscribed_8192_host_leaf_spine_agrees_with_the_reference() {
 /// RCCC alone on the 8:1 leaf-spine (`-receiver_cc_only`), where the receivers' oversubscription
 /// control (`cc/oversubscribed.rs`) is what keeps credit paced at each receiver's line rate from
 /// overrunning the spines eightfold. `htsim_uec` here: median 180.30 µs, last 197.00, 1,393,379
-/// resent (`tools/uet-8k.py --uet-htsim <path> 400:8:0:rccc:32`); sluice gives 180.23, 197.58
-/// and 1,391,911, and without the control 224.25, 230.47 and 13.5 million. Held to the bounds
+/// resent (`tools/uet-8k.py --uet-htsim <path> 400:8:0:rccc:32`); sluice gives 180.19, 196.52
+/// and 1,392,015, and without the control 224.25, 230.47 and 13.5 million. Held to the bounds
 /// above.
 #[test]
 fn rccc_on_an_8_to_1_leaf_spine_agrees_with_the_reference() {
