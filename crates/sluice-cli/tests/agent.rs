@@ -207,6 +207,18 @@ fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
     assert_eq!(chosen(&pair(7100)).0, "cubic");
     assert_eq!(chosen(&fast).0, "bbr");
 
+    // A bad edit is refused; the file put back to the text in force clears the refusal without
+    // a signal and without applying anything again.
+    let v2 = std::fs::read_to_string(a.policy()).unwrap();
+    let generation = classes::applied().unwrap().unwrap().generation;
+    std::fs::write(a.policy(), v2.replace("cc = \"cubic\"\nmatch", "cc = \"hpcc\"\nmatch")).unwrap();
+    wait_for("the refusal", || classes::applied().unwrap().unwrap().refused.is_some());
+    assert!(text(&run(&["agent", "status"]).stdout).contains("refused"));
+    std::fs::write(a.policy(), &v2).unwrap();
+    wait_for("the refusal cleared", || classes::applied().unwrap().unwrap().refused.is_none());
+    assert_eq!(classes::applied().unwrap().unwrap().generation, generation, "the text in force was not applied again");
+    assert!(!text(&run(&["agent", "status"]).stdout).contains("refused"));
+
     // The classes' counts in the Prometheus export.
     let mut export = sluice().args(["host", "export", "--listen", "127.0.0.1:9379", "--duration", "3"]).stderr(Stdio::null()).spawn().unwrap();
     let mut metrics = String::new();
@@ -227,7 +239,15 @@ fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
     let out = a.wait();
     assert!(out.status.success(), "the agent's exit on SIGTERM: {out:?}");
     assert!(text(&out.stdout).contains("adopting the agent loaded on cgroup"), "{}", text(&out.stdout));
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(log.contains("the refusal of digest") && log.lines().all(stamped), "every line of the log has its time:\n{log}");
     assert_eq!(chosen(&pair(7050)).0, "newreno", "after SIGTERM the policy stays in force");
+}
+
+/// Whether a log line starts with its UTC time, `2026-12-02T06:45:41.123Z `.
+fn stamped(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
 }
 
 /// A policy with one bad class is refused whole, with the file, line and key; the one in force

@@ -173,6 +173,15 @@ impl FleetAgent {
     fn log(&self) -> String {
         std::fs::read_to_string(self.state.join("agent.log")).unwrap_or_default()
     }
+
+    /// Waits up to `secs` for the log to say `what`; on a timeout, shows the log.
+    fn wait_log(&self, what: &str, secs: u64) {
+        let start = Instant::now();
+        while !self.log().contains(what) {
+            assert!(start.elapsed() < Duration::from_secs(secs), "{} did not say {what:?} within {secs} s:\n{}", self.name, self.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for FleetAgent {
@@ -333,8 +342,9 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
+    let h0_args = ["--cgroup", enforcing.cgroup.to_str().unwrap(), "--label", "rack=a", "--window-s", &WINDOW_S.to_string()];
     let mut agents = vec![
-        FleetAgent::start("h0", &dir.path().join("h0"), fleet("h0", &urls, &["--cgroup", enforcing.cgroup.to_str().unwrap(), "--label", "rack=a"])),
+        FleetAgent::start("h0", &dir.path().join("h0"), fleet("h0", &urls, &h0_args)),
         FleetAgent::start("h1", &dir.path().join("h1"), fleet("h1", &urls, &["--dry-run", "--label", "rack=b"])),
     ];
     let mut ns_args = vec!["ip".to_string(), "netns".into(), "exec".into(), NS.into()];
@@ -387,14 +397,19 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     assert_eq!(sys::congestion_control(&fresh.0).unwrap(), "cubic", "a new connection still joins its class without etcd");
     drop(fresh);
     // An agent restarted while etcd is away runs the version it kept on disk.
-    let before = agents[1].applied().len();
+    let before = agents[1].applied();
+    // A dry run says what it checks, never that anything is in force.
+    agents[1].wait_log("etcd does not answer; version 102 stays the one checked (a dry run", 10);
+    assert!(!agents[1].log().contains("in force"), "a dry-run agent spoke as if it enforced:\n{}", agents[1].log());
+    let checked = |a: &FleetAgent| a.log().matches("version 102 checked (dry run)").count();
+    let before_restart = checked(&agents[1]);
     agents[1].kill();
     agents[1].spawn();
-    wait_for("the restarted agent running its kept version", 10, || agents[1].applied().len() == before + 1);
-    assert_eq!(agents[1].version(), 102);
+    wait_for("the restarted agent running its kept version", 10, || checked(&agents[1]) == before_restart + 1);
+    assert!(agents[1].log().contains("running version 102 from"), "{}", agents[1].log());
     std::thread::sleep(Duration::from_millis(500));
     assert!(agents[1].child.as_mut().unwrap().try_wait().unwrap().is_none(), "the agent exited without etcd:\n{}", agents[1].log());
-    assert!(agents[1].log().contains("running version 102 from"), "{}", agents[1].log());
+    assert_eq!(agents[1].applied(), before, "a restart logs the version it kept once, not again");
     for i in 0..3 {
         etcd.run(i);
     }
@@ -421,38 +436,56 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     });
     let s = admin::status(&client, "/sluice", 0.05).unwrap();
     let h2 = s.hosts.iter().find(|h| h.report.host == "h2").unwrap();
-    assert!(!h2.live && h2.lag_versions == 1 && h2.flags.contains(&"behind".to_string()), "{h2:?}");
-    assert!(s.hosts.iter().filter(|h| h.report.host != "h2").all(|h| h.live && h.flags.is_empty()), "{s:?}");
+    assert!(!h2.live && h2.lag_versions == 1 && h2.flags == ["behind", "stale", "dry-run"], "{h2:?}");
+    let flags = |s: &admin::FleetStatus| -> Vec<Vec<String>> { s.hosts.iter().map(|h| h.flags.clone()).collect() };
+    assert_eq!(flags(&s)[..2].to_vec(), vec![vec![], vec!["dry-run".to_string()]], "{s:?}");
+    assert!(s.hosts.iter().filter(|h| h.report.host != "h2").all(|h| h.live), "{s:?}");
     let out = sluice().args(["admin", "status", "--etcd", &urls, "--insecure-plaintext"]).output().unwrap();
-    assert!(text(&out.stdout).lines().any(|l| l.starts_with("h2 ") && l.contains("behind, stale")), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("h2 ") && l.ends_with("behind, stale, dry-run")), "{}", text(&out.stdout));
     net.cut(false);
     wait_for("the joined host at 107 and live", 20, || {
-        agents[2].version() == 107 && admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().all(|h| h.live && h.flags.is_empty())
+        agents[2].version() == 107 && admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().all(|h| h.live && h.flags.len() == usize::from(h.report.dry_run))
     });
 
-    // Clients whose peer runs no agent fall back: the fleet view flags a host over the threshold.
+    // The enforcing agent's own view: the version once, its fleet figures, a stamp on each line.
+    let status = text(&sluice().args(["agent", "status"]).output().unwrap().stdout);
+    let line = status.lines().find(|l| l.starts_with("policy: ")).unwrap_or_default();
+    assert!(line.starts_with("policy: etcd /sluice/policy version 107 (") && line.matches("version").count() == 1, "{status}");
+    assert!(status.contains("fleet: host h0, version 107 in force, latest seen 107,") && !status.contains("failing"), "{status}");
+    assert!(agents.iter().flat_map(|a| a.log().lines().map(String::from).collect::<Vec<_>>()).all(|l| stamped(&l)), "a log line without a time");
+
+    // Clients whose peer runs no agent fall back: the fleet view flags a host over the
+    // threshold, over the agent's window only: the flag clears once the window has passed.
     let outside = TcpListener::bind((Ipv4Addr::LOCALHOST, 7303)).unwrap();
+    let fallen = Instant::now();
     sys::cgroup_join(&enforcing.cgroup, std::process::id()).unwrap();
     let silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect((Ipv4Addr::LOCALHOST, 7303)).unwrap()).collect();
     sys::cgroup_join(&enforcing.home, std::process::id()).unwrap();
-    wait_for("h0's report of 10 fallbacks", 5, || {
-        admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().any(|h| h.report.host == "h0" && h.fallbacks == 10)
+    let accepted: Vec<_> = (0..5).map(|i| enforcing.pair(7310 + i)).collect();
+    wait_for("h0's report of 10 fallbacks and 5 acceptances", 5, || {
+        admin::status(&client, "/sluice", 0.05).unwrap().hosts.iter().any(|h| h.report.host == "h0" && h.fallbacks == 10 && h.negotiations >= 15)
     });
     let h0 = |threshold: f64| admin::status(&client, "/sluice", threshold).unwrap().hosts.into_iter().find(|h| h.report.host == "h0").unwrap();
     let flagged = h0(0.05);
-    assert!(flagged.flags == ["falls_back"] && flagged.negotiations > 10, "{flagged:?}");
+    assert_eq!(flagged.flags, ["falls_back"]);
     let share = 10.0 / flagged.negotiations as f64;
     assert!(h0(share + 0.01).flags.is_empty(), "{:?}", h0(share + 0.01));
     let out = sluice().args(["admin", "status", "--etcd", &urls, "--insecure-plaintext", "--json"]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["version"], 107);
     assert_eq!(json["hosts"][0]["flags"][0], "falls_back", "{json}");
-    drop((silent, outside));
+    assert_eq!(json["hosts"][1]["flags"], serde_json::json!(["dry-run"]), "the JSON flags a dry run as the table does: {json}");
+    drop((silent, outside, accepted));
+    wait_for("falls_back cleared after the window", WINDOW_S + 10, || h0(0.05).flags.is_empty());
+    assert!(fallen.elapsed() >= Duration::from_secs(WINDOW_S), "the flag cleared {:?} after the fallbacks, within the window", fallen.elapsed());
+    let totals = h0(0.05).report.classes.iter().flat_map(|c| c.negotiated.iter().map(|(k, n)| (k.clone(), *n)).collect::<Vec<_>>()).collect::<Vec<_>>();
+    let fell_back: u64 = totals.iter().filter(|(k, _)| k != "accepted").map(|(_, n)| n).sum();
+    assert!(fell_back >= 10 && totals.iter().map(|(_, n)| n).sum::<u64>() >= 15, "the totals since the agent loaded stay: {totals:?}");
 
-    // Nothing lost: every agent ran every version from its first, in order; the history has all.
+    // Nothing lost: every agent ran every version from its first, in order, and logged each
+    // once, restarts included; the history has all.
     for a in &agents {
-        let mut versions: Vec<u64> = a.applied().iter().map(|v| v.0).collect();
-        versions.dedup();
+        let versions: Vec<u64> = a.applied().iter().map(|v| v.0).collect();
         assert_eq!(versions, (1..=107).collect::<Vec<_>>(), "{} skipped or repeated a version", a.name);
     }
     let (history, compacted) = admin::history(&client, "/sluice").unwrap();
@@ -460,9 +493,22 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     assert_eq!(history.iter().map(|v| v.doc.version).collect::<Vec<_>>(), (1..=107).rev().collect::<Vec<_>>());
     exchange(&mut conn);
     drop(conn);
+    // A dry run stops without claiming the kernel holds anything.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agents[1].child.as_ref().unwrap().id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let _ = agents[1].child.as_mut().unwrap().wait();
+    assert!(agents[1].log().contains("stopped (a dry run: the kernel's tables were never written)"), "{}", agents[1].log());
     drop(agents);
     drop(enforcing);
     drop(net);
+}
+
+/// The window over which h0 reports its negotiations.
+const WINDOW_S: u64 = 8;
+
+/// Whether an agent's log line starts with its UTC time, `2026-12-02T06:45:41.123Z `.
+fn stamped(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
 }
 
 /// Two admins applying at once: one wins, the other is told and writes nothing; bad input gets
@@ -505,7 +551,10 @@ fn concurrent_applies_and_bad_input_are_refused_cleanly() {
     assert!(e.contains("bad.toml:5: groups.g.hosts.rak: unknown label `rak`") && e.contains("nothing was written"), "{e}");
     std::fs::write(&bad, "[classes.q]\ncc = \"dctpc\"\n").unwrap();
     let e = text(&run(&["apply", bad.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]).stderr);
-    assert!(e.contains("bad.toml:2: classes.q.cc: unknown congestion control \"dctpc\""), "{e}");
+    assert!(
+        e.contains("bad.toml:2: classes.q.cc: unknown congestion control \"dctpc\"; a host runs one of: newreno, dctcp, ecn_int, retcp, reno, cubic, bbr; did you mean `dctcp`?"),
+        "an unknown algorithm offers what a host runs, not the simulator's: {e}"
+    );
     assert_eq!(admin::history(&client, "/sluice").unwrap().0.len(), 1 + won, "a refused policy never reaches etcd");
     // etcd not answering: a clear error within seconds.
     let t = Instant::now();
@@ -548,6 +597,114 @@ fn certificates(dir: &Path, name: &str) {
     ]));
 }
 
+/// A one-member etcd with users and roles as docs/security.md sets them up, over TLS (the
+/// "good" CA in the directory signed its certificate) or plain HTTP, authentication still off;
+/// dropped: killed.
+struct Secured {
+    member: Child,
+    url: String,
+    dir: PathBuf,
+    tls: bool,
+}
+
+impl Secured {
+    fn start(d: &Path, tls: bool, port: u16) -> Secured {
+        let f = |n: &str| d.join(n).to_str().unwrap().to_string();
+        let url = format!("{}://127.0.0.1:{port}", if tls { "https" } else { "http" });
+        let peer = format!("http://127.0.0.1:{}", port + 100);
+        let mut etcd = Command::new("etcd");
+        etcd.args(["--name", "t", "--data-dir", &f("data"), "--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer, "--initial-cluster", &format!("t={peer}")])
+            .stdout(std::fs::File::create(d.join("etcd.log")).unwrap())
+            .stderr(std::fs::File::create(d.join("etcd.err")).unwrap());
+        if tls {
+            certificates(d, "good");
+            certificates(d, "other");
+            etcd.args(["--cert-file", &f("good-server.pem"), "--key-file", &f("good-server.key")]);
+        }
+        let c = Secured { member: etcd.spawn().unwrap(), url, dir: d.to_path_buf(), tls };
+        wait_for("etcd", 20, || c.ctl(&["endpoint", "health"]).output().is_ok_and(|o| o.status.success()));
+        // docs/security.md's setup, command for command.
+        for args in [
+            &["user", "add", "root", "--new-user-password", "rootpw"][..],
+            &["user", "grant-role", "root", "root"],
+            &["role", "add", "sluice-admin"],
+            &["role", "grant-permission", "sluice-admin", "--prefix=true", "readwrite", "/sluice/"],
+            &["role", "add", "sluice-agent"],
+            &["role", "grant-permission", "sluice-agent", "read", "/sluice/policy"],
+            &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/hosts/"],
+            &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/seen/"],
+            &["user", "add", "admin", "--new-user-password", "adminpw"],
+            &["user", "grant-role", "admin", "sluice-admin"],
+            &["user", "add", "agent", "--new-user-password", "agentpw"],
+            &["user", "grant-role", "agent", "sluice-agent"],
+        ] {
+            must(&mut c.ctl(args));
+        }
+        for (user, pw) in [("admin", "adminpw"), ("agent", "agentpw"), ("wrong", "nope")] {
+            std::fs::write(d.join(user), format!("{pw}\n")).unwrap();
+        }
+        c
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_string()
+    }
+
+    /// `etcdctl` towards the member.
+    fn ctl(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("etcdctl");
+        c.env("ETCDCTL_API", "3").args(["--endpoints", &self.url]).args(args);
+        if self.tls {
+            c.args(["--cacert", &self.file("good-ca.pem")]);
+        }
+        c
+    }
+
+    /// How sluice reaches the member: its URL, and the CA or leave for plain text.
+    fn connect(&self) -> Vec<String> {
+        let mut v = vec!["--etcd".to_string(), self.url.clone()];
+        v.extend(if self.tls { vec!["--cacert".to_string(), self.file("good-ca.pem")] } else { vec!["--insecure-plaintext".to_string()] });
+        v
+    }
+
+    /// `sluice admin ARGS` as `user` ("": none).
+    fn admin(&self, user: &str, args: &[&str]) -> Output {
+        let mut c = sluice();
+        c.arg("admin").args(args).args(self.connect());
+        if !user.is_empty() {
+            c.args(["--user", user, "--password-file", &self.file(user)]);
+        }
+        c.output().unwrap()
+    }
+
+    fn enable_auth(&self) {
+        must(&mut self.ctl(&["auth", "enable"]));
+    }
+}
+
+impl Drop for Secured {
+    fn drop(&mut self) {
+        let _ = self.member.kill();
+        let _ = self.member.wait();
+    }
+}
+
+/// With authentication on, each failure says what the documentation says, within seconds:
+/// no user, a wrong password, and an agent's user applying policy.
+fn auth_failures_are_said(c: &Secured, policy: &Path) {
+    let t = Instant::now();
+    let e = text(&c.admin("", &["status"]).stderr);
+    assert!(e.contains("etcd: user name is empty: etcd has authentication on; give --user NAME and --password-file FILE"), "{e}");
+    let e = text(&c.admin("wrong", &["status"]).stderr);
+    assert!(e.contains("etcd user wrong: authentication failed") && e.contains("check --user and --password-file"), "{e}");
+    let o = c.admin("agent", &["apply", policy.to_str().unwrap()]);
+    let e = text(&o.stderr);
+    assert!(o.status.code() == Some(2) && e.contains("permission denied") && e.contains("sluice-admin role"), "{e}");
+    assert!(!e.contains("broke off"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10), "errors took {:?}", t.elapsed());
+}
+
 /// etcd with TLS and users and roles, as docs/security.md sets it up: the admin's user writes
 /// policy; an agent's user reads it and writes only its reports, so an agent cannot write
 /// policy; a wrong CA, a wrong password or no user get one clear line each.
@@ -559,72 +716,18 @@ fn tls_and_roles_keep_agents_from_writing_policy() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    certificates(d, "good");
-    certificates(d, "other");
-    let f = |n: &str| d.join(n).to_str().unwrap().to_string();
-    let url = "https://127.0.0.1:23770";
-    let mut member = Command::new("etcd")
-        .args(["--name", "t", "--data-dir", &f("data"), "--listen-client-urls", url, "--advertise-client-urls", url])
-        .args(["--listen-peer-urls", "http://127.0.0.1:23870", "--initial-advertise-peer-urls", "http://127.0.0.1:23870"])
-        .args(["--initial-cluster", "t=http://127.0.0.1:23870", "--cert-file", &f("good-server.pem"), "--key-file", &f("good-server.key")])
-        .stdout(std::fs::File::create(d.join("etcd.log")).unwrap())
-        .stderr(std::fs::File::create(d.join("etcd.err")).unwrap())
-        .spawn()
-        .unwrap();
-    struct Kill<'a>(&'a mut Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _member = Kill(&mut member);
-    let ctl = |args: &[&str]| {
-        let mut c = Command::new("etcdctl");
-        c.env("ETCDCTL_API", "3").args(["--endpoints", url, "--cacert", &f("good-ca.pem")]).args(args);
-        c
-    };
-    wait_for("etcd over TLS", 20, || ctl(&["endpoint", "health"]).output().is_ok_and(|o| o.status.success()));
-    // docs/security.md's setup, command for command.
-    for args in [
-        &["user", "add", "root:rootpw"][..],
-        &["user", "grant-role", "root", "root"],
-        &["role", "add", "sluice-admin"],
-        &["role", "grant-permission", "sluice-admin", "--prefix=true", "readwrite", "/sluice/"],
-        &["role", "add", "sluice-agent"],
-        &["role", "grant-permission", "sluice-agent", "read", "/sluice/policy"],
-        &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/hosts/"],
-        &["role", "grant-permission", "sluice-agent", "--prefix=true", "readwrite", "/sluice/seen/"],
-        &["user", "add", "admin:adminpw"],
-        &["user", "grant-role", "admin", "sluice-admin"],
-        &["user", "add", "agent:agentpw"],
-        &["user", "grant-role", "agent", "sluice-agent"],
-        &["auth", "enable"],
-    ] {
-        must(&mut ctl(args));
-    }
-    for (user, pw) in [("admin", "adminpw"), ("agent", "agentpw"), ("wrong", "nope")] {
-        std::fs::write(d.join(user), format!("{pw}\n")).unwrap();
-    }
+    let c = Secured::start(d, true, 23770);
+    c.enable_auth();
+    let f = |n: &str| c.file(n);
+    let url = c.url.as_str();
     let policy = d.join("p.toml");
     std::fs::write(&policy, policy_text()).unwrap();
-    let admin = |user: &str, args: &[&str]| {
-        let mut c = sluice();
-        c.arg("admin").args(args).args(["--etcd", url, "--cacert", &f("good-ca.pem")]);
-        if !user.is_empty() {
-            c.args(["--user", user, "--password-file", &f(user)]);
-        }
-        c.output().unwrap()
-    };
-    let o = admin("admin", &["apply", policy.to_str().unwrap()]);
+    let o = c.admin("admin", &["apply", policy.to_str().unwrap()]);
     assert!(o.status.success() && text(&o.stdout).contains("version 1 applied"), "{}{}", text(&o.stdout), text(&o.stderr));
 
     // The agent's user: cannot apply, from the CLI or the client itself.
     let changed = d.join("changed.toml");
     std::fs::write(&changed, policy_text().replace("cubic", "bbr")).unwrap();
-    let o = admin("agent", &["apply", changed.to_str().unwrap()]);
-    let e = text(&o.stderr);
-    assert!(o.status.code() == Some(2) && e.contains("permission denied") && e.contains("sluice-admin role"), "{e}");
     let agent_client = Etcd::new(&Connect {
         endpoints: vec![url.into()],
         cacert: Some(d.join("good-ca.pem")),
@@ -651,20 +754,105 @@ fn tls_and_roles_keep_agents_from_writing_policy() {
     );
     wait_agents(std::slice::from_ref(&a), 1, 10);
     wait_for("the agent's report", 10, || {
-        let o = admin("admin", &["status", "--json"]);
+        let o = c.admin("admin", &["status", "--json"]);
         text(&o.stdout).contains("\"host\": \"tls-host\"")
     });
     a.kill();
 
-    // Bad credentials and certificates: one line each, within seconds.
-    let t = Instant::now();
-    let e = text(&admin("wrong", &["history"]).stderr);
-    assert!(e.contains("etcd user wrong: authentication failed") && e.contains("check --user and --password-file"), "{e}");
-    let e = text(&admin("", &["history"]).stderr);
-    assert!(e.contains("user name is empty") && e.contains("--user"), "{e}");
-    let e = text(&sluice().args(["admin", "history", "--etcd", url, "--cacert", &f("other-ca.pem")]).output().unwrap().stderr);
-    assert!(e.contains("TLS failed") && e.contains("invalid peer certificate") && e.contains("check that --cacert signed"), "{e}");
-    assert!(t.elapsed() < Duration::from_secs(10), "errors took {:?}", t.elapsed());
+    // Bad credentials and certificates: one line each, within seconds; a wrong CA keeps its
+    // hint with a user as without.
+    auth_failures_are_said(&c, &changed);
+    for user in [&[][..], &["--user", "admin", "--password-file", &f("admin")]] {
+        let o = sluice().args(["admin", "history", "--etcd", url, "--cacert", &f("other-ca.pem")]).args(user).output().unwrap();
+        let e = text(&o.stderr);
+        assert!(e.contains("TLS failed") && e.contains("invalid peer certificate") && e.contains("check that --cacert signed"), "{user:?}: {e}");
+    }
+}
+
+/// Over plain HTTP (`--insecure-plaintext`), etcd 3.4's gateway ends each error reply in a
+/// trailer: every authentication failure reads as over TLS. An agent without credentials when
+/// authentication is turned on says why in its log, its status and its metrics, lets its lease
+/// lapse so the fleet view shows it stale within the lease's time, and recovers when it can
+/// report again.
+#[test]
+fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_shows_stale() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_etcd() {
+        return;
+    }
+    agent::unload().expect("unloading a stale agent");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let c = Secured::start(d, false, 23780);
+    let policy = d.join("p.toml");
+    std::fs::write(&policy, policy_text()).unwrap();
+    let o = c.admin("", &["apply", policy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // An enforcing agent without --user, on a host whose /run/sluice holds another host's figures.
+    std::fs::create_dir_all(sys::STATE_DIR).unwrap();
+    let other = sluice_host::fleet::Report { host: "elsewhere".into(), ..Default::default() };
+    std::fs::write(Path::new(sys::STATE_DIR).join("fleet.json"), serde_json::to_vec(&other).unwrap()).unwrap();
+    let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).unwrap();
+    let enforcing = Enforcing { cgroup: Path::new(sys::CGROUP2_ROOT).join("sluice-fleet-auth-test"), home };
+    let state = d.join("agent-state");
+    let mut args: Vec<String> = [env!("CARGO_BIN_EXE_sluice"), "agent", "--host", "plain-host"].map(String::from).into();
+    args.extend(c.connect());
+    args.extend(["--state-dir", state.to_str().unwrap(), "--cgroup", enforcing.cgroup.to_str().unwrap()].map(String::from));
+    args.extend(["--lease-ttl", "3", "--report-every-ms", "500"].map(String::from));
+    let a = FleetAgent::start("plain", &state, args);
+    wait_agents(std::slice::from_ref(&a), 1, 20);
+    assert!(a.log().contains("/run/sluice/fleet.json holds the fleet figures of host elsewhere's agent; this agent reports as plain-host"), "{}", a.log());
+    let host = |user: &str| {
+        let o = c.admin(user, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        v["hosts"].as_array().and_then(|h| h.iter().find(|h| h["host"] == "plain-host").cloned())
+    };
+    wait_for("the agent live and well", 10, || host("").is_some_and(|h| h["live"] == true && h["flags"] == serde_json::json!([])));
+
+    // Authentication on, then a new version: the agent can neither watch nor report.
+    c.enable_auth();
+    let enabled = Instant::now();
+    std::fs::write(&policy, policy_text().replace("cubic", "bbr")).unwrap();
+    let o = c.admin("admin", &["apply", policy.to_str().unwrap()]);
+    assert!(o.status.success() && text(&o.stdout).contains("version 2 applied"), "{}{}", text(&o.stdout), text(&o.stderr));
+    wait_for("the host stale within its lease", 10, || host("admin").is_some_and(|h| h["live"] == false));
+    // The lease (3 s) outlives the last renewal before the first report failed; etcd expires
+    // leases every 500 ms.
+    assert!(enabled.elapsed() < Duration::from_millis(3000 + 2500), "stale {:?} after authentication was turned on", enabled.elapsed());
+    let table = text(&c.admin("admin", &["status"]).stdout);
+    assert!(table.lines().any(|l| l.starts_with("plain-host ") && l.contains("stale")) && table.contains("cannot write its report"), "{table}");
+    a.wait_log("cannot watch /sluice/policy: etcd: user name is empty", 10);
+    let log = a.log();
+    assert!(
+        log.contains("error: cannot write this host's report to /sluice/hosts/plain-host: etcd: user name is empty: etcd has authentication on; give --user"),
+        "{log}"
+    );
+    assert_eq!(log.matches("cannot write this host's report").count(), 1, "said once, not at every try:\n{log}");
+    let status = || text(&sluice().args(["agent", "status"]).output().unwrap().stdout);
+    wait_for("the watch's failure in the agent's status", 5, || status().contains("  failing: cannot watch the policy: etcd: user name is empty"));
+    let status = status();
+    assert!(status.contains("fleet: host plain-host, version ") && status.contains("  failing: cannot write its report: etcd: user name is empty"), "{status}");
+    let metrics = sluice_host::classes::prometheus_text().unwrap();
+    assert!(metrics.contains("sluice_fleet_failing{what=\"watch\"} 1") && metrics.contains("sluice_fleet_failing{what=\"report\"} 1"), "{metrics}");
+
+    // Every failure reads as over TLS.
+    let third = d.join("third.toml");
+    std::fs::write(&third, policy_text().replace("cubic", "reno")).unwrap();
+    auth_failures_are_said(&c, &third);
+
+    // Authentication off again: the agent catches up, reports, and is live and well.
+    must(&mut c.ctl(&["--user", "root:rootpw", "auth", "disable"]));
+    wait_agents(std::slice::from_ref(&a), 2, 15);
+    wait_for("the agent live and well again", 10, || host("").is_some_and(|h| h["live"] == true && h["flags"] == serde_json::json!([])));
+    wait_for("the agent's word that it works again", 10, || {
+        let log = a.log();
+        log.contains("reports reach etcd again") && log.contains("etcd serves the watch again")
+    });
+    assert!(sluice_host::classes::prometheus_text().unwrap().contains("sluice_fleet_failing{what=\"report\"} 0"));
+    drop(a);
+    drop(enforcing);
+    assert!(!Path::new(sys::STATE_DIR).join("fleet.json").exists(), "unloading removes the fleet figures");
 }
 
 fn policy_text() -> String {

@@ -12,6 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::{Deserialize, Serialize};
 use sluice_sim::cc::negotiation::{Negotiation, Offer};
+use sluice_sim::cc::portable::KERNEL_BUILT_IN;
 use sluice_sim::scenario::classes::INTENTS;
 use sluice_sim::scenario::host_policy::CheckedPolicy;
 use sluice_sim::scenario::ScenarioError;
@@ -37,9 +38,6 @@ const INTENT_RULE_BYTES: usize = 40;
 /// Outcomes of a declaration (`enum intent_counter`), as status names them.
 pub const INTENT_OUTCOMES: [&str; 4] = ["accepted", "not_permitted", "not_mapped", "late"];
 
-/// The algorithms of the simulator's registry that a Linux host runs under the same name: the
-/// portable ones the agent registers, and the kernel's own.
-const KERNEL_BUILT_IN: &[&str] = &["reno", "cubic", "bbr"];
 
 /// One class as the agent put it in the kernel.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -517,6 +515,11 @@ fn fleet_metrics(r: &crate::fleet::Report) -> String {
     for (name, help, v) in figures {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
     }
+    let name = "sluice_fleet_failing";
+    let _ = writeln!(s, "# HELP {name} Whether the agent cannot watch the policy or write its report (its log and `sluice agent status` say why).\n# TYPE {name} gauge");
+    for (what, e) in [("watch", &r.watch_error), ("report", &r.report_error)] {
+        let _ = writeln!(s, "{name}{{what=\"{what}\"}} {}", u8::from(e.is_some()));
+    }
     s
 }
 
@@ -664,9 +667,16 @@ mod tests {
     #[test]
     fn the_fleet_dashboard_reads_only_metrics_the_agent_exports() {
         let a = Applied { classes: vec![], ..Applied::default() };
-        let r = crate::fleet::Report { version: Some(3), seen_version: Some(4), refused: Some((4, vec![])), ..Default::default() };
+        let r = crate::fleet::Report {
+            version: Some(3),
+            seen_version: Some(4),
+            refused: Some((4, vec![])),
+            report_error: Some("etcd: user name is empty".into()),
+            ..Default::default()
+        };
         let exported = format!("{}{}# TYPE sluice_agent_total counter\n", metrics(&a, &[], &[]), fleet_metrics(&r));
         assert!(exported.contains("sluice_fleet_lag_versions 1"), "{exported}");
+        assert!(exported.contains("sluice_fleet_failing{what=\"report\"} 1\n") && exported.contains("sluice_fleet_failing{what=\"watch\"} 0\n"), "{exported}");
         let names: Vec<&str> = exported.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split(' ').next()).collect();
         let dashboard = include_str!("../../../docs/grafana/sluice-fleet.json");
         let mut used = 0;

@@ -141,8 +141,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "etcd")]
     policy: Option<PathBuf>,
     /// The cgroup whose connections (its processes' and its descendants') the agent sees, when it
-    /// loads the programs itself; /sys/fs/cgroup/unified for the whole host.
-    #[arg(long, default_value = agent::DEFAULT_CGROUP)]
+    /// loads the programs itself: by default the cgroup v2 root, every connection of the host.
+    #[arg(long, default_value = sys::CGROUP2_ROOT)]
     cgroup: PathBuf,
     /// How often the policy file is looked at for changes, in milliseconds.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
@@ -167,6 +167,10 @@ pub struct AgentArgs {
     /// Fleet mode: how often the report (versions, counters) is written, in milliseconds.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     report_every_ms: u64,
+    /// Fleet mode: negotiation outcomes are reported over the last this many seconds, the window
+    /// `sluice admin status` flags falls_back over.
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    window_s: u64,
 }
 
 /// How to reach etcd: shared by `sluice agent --etcd` and `sluice admin`.
@@ -269,6 +273,7 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
                 cgroup: args.cgroup,
                 lease_ttl: args.lease_ttl,
                 report_every: Duration::from_millis(args.report_every_ms),
+                window: Duration::from_secs(args.window_s),
             };
             fleet::reconcile::run(&opts)?;
         }

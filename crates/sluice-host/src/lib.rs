@@ -9,6 +9,7 @@ pub mod circuit;
 pub mod codec;
 pub mod delay;
 pub mod fleet;
+pub mod log;
 pub mod proxy;
 pub mod service;
 pub mod replay;

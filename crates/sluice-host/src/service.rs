@@ -7,7 +7,7 @@
 
 use crate::agent::{self, LoadOptions};
 use crate::classes::{self, Applied, Refused};
-use crate::sys;
+use crate::{log_error, log_info, log_warn, sys};
 use anyhow::Result;
 use sluice_sim::scenario::host_policy;
 use std::path::{Path, PathBuf};
@@ -56,8 +56,8 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     let first = match check(&opts.policy) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("sluice agent: the policy was refused; nothing was loaded or changed");
+            log_error!("{e}");
+            log_error!("the policy was refused; nothing was loaded or changed");
             return Ok(Stopped::Refused);
         }
     };
@@ -86,7 +86,7 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
             reload(&opts.policy, &file, asked)?;
         }
     }
-    println!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
+    log_info!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
     Ok(Stopped::Signal)
 }
 
@@ -94,17 +94,17 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
 pub fn load_or_adopt(cgroup: &Path) -> Result<()> {
     match agent::state()? {
         Some(st) => {
-            println!(
+            log_info!(
                 "sluice agent: adopting the agent loaded on cgroup {}: its programs, maps and connections carry on",
                 st.cgroup.display()
             );
             if st.cgroup != *cgroup {
-                eprintln!("warning: --cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", cgroup.display());
+                log_warn!("--cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", cgroup.display());
             }
         }
         None => {
             let st = agent::load(&LoadOptions { cgroup: cgroup.to_path_buf(), ..LoadOptions::default() })?;
-            println!(
+            log_info!(
                 "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
                 st.cgroup.display(),
                 agent::pin("").display(),
@@ -133,9 +133,9 @@ fn put_in_force(p: &host_policy::CheckedPolicy, file: &str) -> Result<()> {
 fn say_applied(a: &Applied) {
     let version = a.version.map_or("without a version".to_string(), |v| format!("version {v}"));
     let names: Vec<String> = a.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
-    println!("sluice agent: policy {} {version} in force (generation {}): {}", a.file, a.generation, names.join(", "));
+    log_info!("sluice agent: policy {} {version} in force (generation {}): {}", a.file, a.generation, names.join(", "));
     for u in &a.unmatched {
-        eprintln!("warning: class {u} has no match rules, no intent names it and it is not default: no connection joins it");
+        log_warn!("class {u} has no match rules, no intent names it and it is not default: no connection joins it");
     }
 }
 
@@ -144,24 +144,39 @@ fn say_applied(a: &Applied) {
 fn reload(path: &Path, file: &str, forced: bool) -> Result<()> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let digest = classes::digest(&text);
-    let current = classes::applied()?;
-    let unchanged = current.as_ref().is_some_and(|a| a.digest == digest || a.refused.as_ref().is_some_and(|r| r.digest == digest));
-    if unchanged && !forced {
+    let Some(mut current) = classes::applied()? else { return put_or_refuse(path, file, &digest) };
+    if forced {
+        return put_or_refuse(path, file, &digest);
+    }
+    if current.digest == digest {
+        // The file is the text in force again: a refusal of another text no longer stands.
+        if let Some(r) = current.refused.take() {
+            log_info!("sluice agent: policy {file} is the text in force again; the refusal of digest {} is cleared", r.digest);
+            classes::record(&current)?;
+        }
         return Ok(());
     }
+    if current.refused.as_ref().is_some_and(|r| r.digest == digest) {
+        return Ok(());
+    }
+    put_or_refuse(path, file, &digest)
+}
+
+/// Checks the file and puts it in force, or records its refusal.
+fn put_or_refuse(path: &Path, file: &str, digest: &str) -> Result<()> {
     match check(path) {
         Ok(p) => put_in_force(&p, file),
-        Err(e) => refused(file, &digest, e.lines().map(String::from).collect()),
+        Err(e) => refused(file, digest, e.lines().map(String::from).collect()),
     }
 }
 
 /// Records and reports a refused policy; the one in force stays.
 fn refused(file: &str, digest: &str, errors: Vec<String>) -> Result<()> {
     for e in &errors {
-        eprintln!("error: {e}");
+        log_error!("{e}");
     }
     let mut a = classes::applied()?.unwrap_or_default();
-    eprintln!("sluice agent: policy {file} refused; generation {} stays in force", a.generation);
+    log_error!("policy {file} refused; generation {} stays in force", a.generation);
     a.refused = Some(Refused { at_unix: classes::now_unix(), digest: digest.to_string(), errors });
     classes::record(&a)
 }

@@ -6,6 +6,7 @@
 use super::etcd::{Etcd, EtcdError};
 use super::{hostname, now_ms, policy_key, seen_key, Document, Report};
 use crate::classes::digest;
+use crate::log::utc;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use sluice_sim::scenario::host_policy::{self, CheckedPolicy};
@@ -250,7 +251,8 @@ pub struct HostStatus {
     pub fallbacks: u64,
     /// All negotiations.
     pub negotiations: u64,
-    /// What needs a look: `behind`, `stale`, `refused`, `falls_back`, `undeclared_labels`.
+    /// What needs a look (`behind`, `stale`, `failing`, `refused`, `falls_back`,
+    /// `undeclared_labels`), and `dry-run` for a host that checks without enforcing.
     pub flags: Vec<String>,
 }
 
@@ -287,6 +289,8 @@ pub fn status(etcd: &Etcd, prefix: &str, fallback_threshold: f64) -> Result<Flee
         }
         if !is_live {
             flags.push("stale".into());
+        } else if !report.failing().is_empty() {
+            flags.push("failing".into());
         }
         if report.refused.as_ref().is_some_and(|(v, _)| Some(*v) > report.version) {
             flags.push("refused".into());
@@ -296,6 +300,9 @@ pub fn status(etcd: &Etcd, prefix: &str, fallback_threshold: f64) -> Result<Flee
         }
         if !report.undeclared_labels.is_empty() {
             flags.push("undeclared_labels".into());
+        }
+        if report.dry_run {
+            flags.push("dry-run".into());
         }
         hosts.push(HostStatus { report, live: is_live, lag_versions, lag_seconds, fallbacks, negotiations, flags });
     }
@@ -314,11 +321,7 @@ pub fn status_text(s: &FleetStatus, fallback_threshold: f64) -> String {
         let r = &h.report;
         let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let fb = if h.negotiations == 0 { "-".to_string() } else { format!("{}/{} ({:.0}%)", h.fallbacks, h.negotiations, 100.0 * h.fallbacks as f64 / h.negotiations as f64) };
-        let mut state: Vec<String> = h.flags.clone();
-        if r.dry_run {
-            state.push("dry-run".into());
-        }
-        let state = if state.is_empty() { "ok".to_string() } else { state.join(", ") };
+        let state = if h.flags.is_empty() { "ok".to_string() } else { h.flags.join(", ") };
         writeln!(
             out,
             "{:<20} {:<24} {:>7} {:>4} {:>8} {:>8}s {:>14}  {state}",
@@ -336,12 +339,31 @@ pub fn status_text(s: &FleetStatus, fallback_threshold: f64) -> String {
                 writeln!(out, "    refused version {v}: {e}").unwrap();
             }
         }
+        if h.live {
+            for f in r.failing() {
+                writeln!(out, "    failing: {f}").unwrap();
+            }
+        }
     }
-    if s.hosts.iter().any(|h| h.flags.iter().any(|f| f == "falls_back")) {
-        writeln!(out, "falls_back: over {:.0}% of the host's negotiations ended in a fallback (--fallback-threshold)", fallback_threshold * 100.0).unwrap();
+    let flagged = |flag: &str| s.hosts.iter().any(|h| h.flags.iter().any(|f| f == flag));
+    if flagged("falls_back") {
+        writeln!(
+            out,
+            "falls_back: over {:.0}% of the host's negotiations in its last window ended in a fallback (--fallback-threshold; the agent's --window-s)",
+            fallback_threshold * 100.0
+        )
+        .unwrap();
     }
-    if s.hosts.iter().any(|h| !h.live) {
-        writeln!(out, "stale: the host's lease expired (down, or cut off from etcd); `sluice admin forget HOST` once it is gone for good").unwrap();
+    if flagged("stale") {
+        writeln!(
+            out,
+            "stale: the host's lease expired: it is down, cut off from etcd, or its agent cannot write its report (its log and \
+             `sluice agent status` say why); `sluice admin forget HOST` once it is gone for good"
+        )
+        .unwrap();
+    }
+    if flagged("failing") {
+        writeln!(out, "failing: the host reports, but its agent cannot do all its work (see the lines under it)").unwrap();
     }
     out
 }
@@ -355,33 +377,9 @@ pub fn forget(etcd: &Etcd, prefix: &str, host: &str) -> Result<String> {
     }
 }
 
-/// Seconds since the epoch as `2026-11-28 12:00:00`.
-fn utc(t: u64) -> String {
-    let days = t / 86400;
-    let (h, m, s) = (t % 86400 / 3600, t % 3600 / 60, t % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02}:{s:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(1_795_867_200), "2026-11-28 12:00:00");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
-    }
 
     #[test]
     fn diff_names_each_changed_key() {

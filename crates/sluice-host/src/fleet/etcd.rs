@@ -59,7 +59,7 @@ pub enum Event {
 /// How a watch stream ended.
 #[derive(Debug)]
 pub enum Watched {
-    /// Nothing within the read timeout, or the member closed it: watch again.
+    /// Nothing within the read timeout, or the member closed or broke it: watch again.
     Quiet,
     /// The revisions asked for were compacted away; the oldest kept is this one.
     Compacted(i64),
@@ -195,10 +195,7 @@ impl Etcd {
                         true
                     }
                     Some(e) if TRANSIENT.iter().any(|t| e.message.contains(t)) => true,
-                    Some(e) if e.message.contains("user name is empty") => {
-                        bail!("{e}: etcd has authentication on; give --user NAME and --password-file FILE (docs/security.md)")
-                    }
-                    Some(e) => return Err(e.into()),
+                    Some(e) => return Err(explained(e)),
                 },
                 Err(e) => e.downcast_ref::<Unreachable>().is_some_and(|u| u.0.starts_with("etcd's answer broke off")),
             };
@@ -239,14 +236,7 @@ impl Etcd {
                     return Ok(r);
                 }
                 Err(ureq::Error::Transport(t)) => {
-                    let text = t.to_string();
-                    if text.contains("certificate") || text.contains("Certificate") || text.contains("handshake") {
-                        bail!(
-                            "etcd at {}: TLS failed ({text}); check that --cacert signed the member's certificate, that the URL's host \
-                             is one the certificate names, and that --cert/--key are a pair the cluster's CA signed",
-                            self.endpoints[at]
-                        );
-                    }
+                    tls_failure(&self.endpoints[at], &t)?;
                     failures.push(format!("{}: {}", self.endpoints[at], t.kind()));
                 }
             }
@@ -267,7 +257,10 @@ impl Etcd {
         let url = format!("{}/v3/auth/authenticate", self.endpoints[at]);
         let r = match agent.post(&url).send_string(&json!({ "name": name, "password": pw }).to_string()) {
             Ok(r) | Err(ureq::Error::Status(_, r)) => r,
-            Err(e) => return Err(anyhow!("etcd at {}: {e}", self.endpoints[at])),
+            Err(ureq::Error::Transport(t)) => {
+                tls_failure(&self.endpoints[at], &t)?;
+                return Err(Unreachable(format!("etcd does not answer ({}: {})", self.endpoints[at], t.kind())).into());
+            }
         };
         let v = json_of(r)?;
         if let Some(e) = error_of(&v) {
@@ -364,24 +357,34 @@ impl Etcd {
     pub fn watch(&self, key: &str, revision: i64, mut each: impl FnMut(Vec<Event>)) -> Result<Watched> {
         let body = json!({ "create_request": { "key": B64.encode(key), "start_revision": revision.to_string() } });
         let r = self.post(&self.watcher, "/v3/watch", &body, true)?;
+        let trailer = r.header("Trailer").is_some();
         let mut lines = BufReader::new(r.into_reader().take(1 << 40));
         let mut line = String::new();
         loop {
             line.clear();
-            match lines.read_line(&mut line) {
+            let ended = match lines.read_line(&mut line) {
                 Ok(0) => return Ok(Watched::Quiet),
-                Ok(_) => {}
+                Ok(_) => false,
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => return Ok(Watched::Quiet),
-                Err(e) => return Err(Unreachable(format!("etcd watch: {e}")).into()),
-            }
+                // The last line before a trailer the decoder cannot read is whole: read it, then stop.
+                Err(e) if trailer && is_trailer_error(&e) && !line.trim().is_empty() => true,
+                // The stream broke (its member died): watched again from the next revision, on
+                // the next member that answers; only no member answering is `Unreachable`.
+                Err(_) => return Ok(Watched::Quiet),
+            };
             if line.trim().is_empty() {
                 continue;
             }
             let v: Value = serde_json::from_str(&line).context("etcd's watch sent something that is not JSON")?;
             if let Some(e) = error_of(&v).or_else(|| error_of(&v["error"])) {
-                return Err(e.into());
+                return Err(explained(e));
             }
             let result = &v["result"];
+            // etcd cancels a watch it may not serve (no user, no permission) and keeps the stream open.
+            if result["canceled"].as_bool() == Some(true) {
+                let reason = result["cancel_reason"].as_str().unwrap_or("the watch was cancelled");
+                return Err(explained(EtcdError { code: 0, message: grpc_message(reason).to_string() }));
+            }
             let compacted = num(&result["compact_revision"]);
             if compacted > 0 {
                 return Ok(Watched::Compacted(compacted));
@@ -396,8 +399,43 @@ impl Etcd {
                     each(out);
                 }
             }
+            if ended {
+                return Ok(Watched::Quiet);
+            }
         }
     }
+}
+
+/// A TLS failure towards `endpoint`, said with what to check; other transport failures pass.
+fn tls_failure(endpoint: &str, t: &ureq::Transport) -> Result<()> {
+    let text = t.to_string();
+    if text.contains("certificate") || text.contains("Certificate") || text.contains("handshake") {
+        bail!(
+            "etcd at {endpoint}: TLS failed ({text}); check that --cacert signed the member's certificate, that the URL's host \
+             is one the certificate names, and that --cert/--key are a pair the cluster's CA signed"
+        );
+    }
+    Ok(())
+}
+
+/// etcd's error with what to do about it, where sluice knows.
+fn explained(e: EtcdError) -> anyhow::Error {
+    if e.message.contains("user name is empty") {
+        return anyhow!("{e}: etcd has authentication on; give --user NAME and --password-file FILE (docs/security.md)");
+    }
+    e.into()
+}
+
+/// The message of a gRPC status as the gateway writes it (`rpc error: code = X desc = etcdserver: M`): `M`.
+fn grpc_message(reason: &str) -> &str {
+    let m = reason.split_once("desc = ").map_or(reason, |(_, m)| m);
+    m.trim_start_matches("etcdserver: ")
+}
+
+/// The chunked decoder's failure on a trailer (etcd's gateway ends its error replies with
+/// `Grpc-Trailer-Content-Type`), which ureq's decoder does not read; the body before it is whole.
+fn is_trailer_error(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidInput && e.to_string().contains("decoding chunks")
 }
 
 /// The TLS settings of `c`: its CA and client certificate; none for plain text.
@@ -442,8 +480,17 @@ fn tls_config(c: &Connect) -> Result<Option<Arc<rustls::ClientConfig>>> {
 /// is shown as etcd wrote it.
 fn json_of(r: ureq::Response) -> Result<Value> {
     let url = r.get_url().to_string();
-    let mut text = String::new();
-    r.into_reader().take(64 << 20).read_to_string(&mut text).map_err(|e| Unreachable(format!("etcd's answer broke off ({e})")))?;
+    let trailer = r.header("Trailer").is_some();
+    let mut body = Vec::new();
+    if let Err(e) = r.into_reader().take(64 << 20).read_to_end(&mut body) {
+        // A body followed by a trailer ureq cannot decode is whole when it is JSON; anything else
+        // was cut short.
+        let whole = trailer && is_trailer_error(&e) && serde_json::from_slice::<Value>(&body).is_ok();
+        if !whole {
+            return Err(Unreachable(format!("etcd's answer broke off ({e})")).into());
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
     serde_json::from_str(&text).map_err(|_| {
         let hint = if text.contains("CommonName") {
             "; etcd's JSON gateway takes no client certificate under --client-cert-auth: run etcd with TLS and users and roles instead (docs/security.md)"
@@ -510,6 +557,87 @@ mod tests {
         assert!(e.contains("expected a client URL such as https://"), "{e}");
         let e = Etcd::new(&Connect { endpoints: vec!["https://127.0.0.1:2379".into()], ..Connect::default() }).err().unwrap().to_string();
         assert!(e.contains("expected --cacert FILE"), "{e}");
+    }
+
+    /// A stand-in for etcd's plain-HTTP gateway on loopback: each request, in order, gets the
+    /// next of `bodies` as a chunked reply of `status`, ending in the trailer etcd 3.4 sends
+    /// with its errors when `trailer`; its URL.
+    fn gateway(replies: Vec<(u16, &'static str, bool)>) -> String {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let mut replies = replies.into_iter();
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                // One request per connection: its head, then its body.
+                let mut length = 0;
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                r.read_exact(&mut body).unwrap();
+                let Some((status, body, trailer)) = replies.next() else { return };
+                let mut out = format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nConnection: close\r\n");
+                if trailer {
+                    out.push_str("Trailer: Grpc-Trailer-Content-Type\r\n");
+                }
+                out.push_str(&format!("Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n", body.len()));
+                if trailer {
+                    out.push_str("Grpc-Trailer-Content-Type: application/grpc\r\n");
+                }
+                out.push_str("\r\n");
+                let _ = conn.write_all(out.as_bytes());
+            }
+        });
+        url
+    }
+
+    fn plain(url: &str, user: Option<(String, PathBuf)>) -> Etcd {
+        Etcd::new(&Connect { endpoints: vec![url.into()], insecure_plaintext: true, user, ..Connect::default() }).unwrap()
+    }
+
+    /// etcd 3.4's plain-HTTP gateway ends each error reply in a trailer: the error is read and
+    /// said as over TLS, not taken for an answer that broke off.
+    #[test]
+    fn errors_ending_in_a_trailer_are_read() {
+        let empty = r#"{"error":"etcdserver: user name is empty","message":"etcdserver: user name is empty","code":3}"#;
+        let e = plain(&gateway(vec![(400, empty, true)]), None).get("/sluice/policy", None).unwrap_err().to_string();
+        assert_eq!(e, "etcd: user name is empty: etcd has authentication on; give --user NAME and --password-file FILE (docs/security.md)");
+
+        let failed = r#"{"error":"etcdserver: authentication failed, invalid user ID or password","message":"etcdserver: authentication failed, invalid user ID or password","code":3}"#;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), "nope\n").unwrap();
+        let e = plain(&gateway(vec![(400, failed, true)]), Some(("wrong".into(), dir.path().join("pw")))).get("/k", None).unwrap_err().to_string();
+        assert_eq!(e, "etcd user wrong: authentication failed, invalid user ID or password; check --user and --password-file");
+
+        let denied = r#"{"error":"etcdserver: permission denied","message":"etcdserver: permission denied","code":7}"#;
+        let e = plain(&gateway(vec![(403, denied, true)]), None).delete("/sluice/policy").unwrap_err();
+        assert!(e.downcast_ref::<EtcdError>().is_some_and(EtcdError::is_permission_denied), "{e:#}");
+
+        // A whole answer without a trailer reads as before.
+        let found = r#"{"header":{"revision":"7"},"kvs":[{"key":"L2s=","value":"dg==","mod_revision":"7","create_revision":"3"}]}"#;
+        let (kv, rev) = plain(&gateway(vec![(200, found, false)]), None).get_latest("/k").unwrap();
+        assert_eq!((kv.unwrap().value, rev), (b"v".to_vec(), 7));
+    }
+
+    /// A watch etcd may not serve is cancelled with a reason while the stream stays open: the
+    /// reason is the watch's error at once, not a quiet stream.
+    #[test]
+    fn a_cancelled_watch_says_why() {
+        let cancelled = r#"{"result":{"header":{"revision":"1"},"watch_id":"-1","created":true,"canceled":true,"cancel_reason":"rpc error: code = InvalidArgument desc = etcdserver: user name is empty"}}"#;
+        let t = std::time::Instant::now();
+        let e = plain(&gateway(vec![(200, cancelled, false)]), None).watch("/sluice/policy", 1, |_| panic!("no events")).unwrap_err().to_string();
+        assert!(e.starts_with("etcd: user name is empty: etcd has authentication on; give --user"), "{e}");
+        assert!(t.elapsed() < WATCH_QUIET, "the cancellation was read at once");
+        let denied = r#"{"result":{"header":{"revision":"1"},"watch_id":"-1","created":true,"canceled":true,"cancel_reason":"rpc error: code = PermissionDenied desc = etcdserver: permission denied"}}"#;
+        let e = plain(&gateway(vec![(200, denied, false)]), None).watch("/sluice/policy", 1, |_| ()).unwrap_err();
+        assert!(e.downcast_ref::<EtcdError>().is_some_and(EtcdError::is_permission_denied), "{e:#}");
     }
 
     #[test]

@@ -12,8 +12,10 @@ pub mod admin;
 pub mod etcd;
 pub mod reconcile;
 
+pub use crate::log::now_ms;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 /// The key of the policy document.
 pub fn policy_key(prefix: &str) -> String {
@@ -81,6 +83,16 @@ pub struct Report {
     pub undeclared_labels: Vec<String>,
     /// Per class: connections and negotiation outcomes.
     pub classes: Vec<ClassReport>,
+    /// The span, in seconds, of each class's `recent` outcomes (0: an agent that reports none).
+    #[serde(default)]
+    pub window_s: u64,
+    /// Why the agent cannot watch the policy, while it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_error: Option<String>,
+    /// Why the agent cannot write its report, while it cannot (read from the host, never from
+    /// etcd: the host shows as stale there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_error: Option<String>,
 }
 
 /// One class's figures on one host.
@@ -98,14 +110,80 @@ pub struct ClassReport {
     pub negotiated: BTreeMap<String, u64>,
     /// Malformed negotiation answers.
     pub malformed: u64,
+    /// Clients per negotiation outcome within the report's last `window_s`.
+    #[serde(default)]
+    pub recent: BTreeMap<String, u64>,
 }
 
 impl Report {
-    /// Negotiations that ended in a fallback, and all negotiations.
+    /// Negotiations that ended in a fallback, and all negotiations: within the report's window,
+    /// or since the agent loaded for an agent that reports no window.
     pub fn fallbacks(&self) -> (u64, u64) {
-        let all: u64 = self.classes.iter().flat_map(|c| c.negotiated.values()).sum();
-        let accepted: u64 = self.classes.iter().filter_map(|c| c.negotiated.get("accepted")).sum();
+        let outcomes = |c: &ClassReport| if self.window_s > 0 { c.recent.clone() } else { c.negotiated.clone() };
+        let (mut all, mut accepted) = (0, 0);
+        for c in &self.classes {
+            let o = outcomes(c);
+            all += o.values().sum::<u64>();
+            accepted += o.get("accepted").copied().unwrap_or(0);
+        }
         (all - accepted, all)
+    }
+
+    /// What keeps the agent from doing its work, in words; empty while it works.
+    pub fn failing(&self) -> Vec<String> {
+        let watch = self.watch_error.iter().map(|e| format!("cannot watch the policy: {e}"));
+        watch.chain(self.report_error.iter().map(|e| format!("cannot write its report: {e}"))).collect()
+    }
+}
+
+/// Counts per class and outcome, as the kernel keeps them since the agent loaded.
+pub type Outcomes = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// Negotiation outcomes over a sliding window: snapshots of the kernel's cumulative counts,
+/// so a host's fallbacks of an hour ago (or of before a restart that adopted the counters) no
+/// longer flag it.
+#[derive(Debug)]
+pub struct Window {
+    span: Duration,
+    /// Snapshots, oldest first; the first is at or before the window's start once the agent
+    /// has run that long.
+    snapshots: VecDeque<(Instant, Outcomes)>,
+}
+
+impl Window {
+    /// A window of `span`.
+    pub fn new(span: Duration) -> Window {
+        Window { span, snapshots: VecDeque::new() }
+    }
+
+    /// Adds the counts as they are at `at`, and returns what they grew by within the window
+    /// (since the agent started, while it has run less than the window).
+    pub fn update(&mut self, at: Instant, now: Outcomes) -> Outcomes {
+        // Counters that went back were loaded anew: what they hold is all recent.
+        let reset = self.snapshots.back().is_some_and(|(_, last)| {
+            last.iter().any(|(class, o)| o.iter().any(|(k, n)| now.get(class).and_then(|m| m.get(k)).copied().unwrap_or(0) < *n))
+        });
+        if reset {
+            self.snapshots.clear();
+            self.snapshots.push_back((at, Outcomes::new()));
+        }
+        self.snapshots.push_back((at, now));
+        // Keep one snapshot at or before the window's start, the base of the difference.
+        while self.snapshots.len() > 2 && self.snapshots[1].0 + self.span <= at {
+            self.snapshots.pop_front();
+        }
+        let (base, latest) = (&self.snapshots[0].1, &self.snapshots.back().expect("just pushed").1);
+        latest
+            .iter()
+            .map(|(class, o)| {
+                let grown = o
+                    .iter()
+                    .map(|(k, n)| (k.clone(), n - base.get(class).and_then(|m| m.get(k)).copied().unwrap_or(0)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                (class.clone(), grown)
+            })
+            .collect()
     }
 }
 
@@ -114,7 +192,39 @@ pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcomes(accepted: u64, fallback: u64) -> Outcomes {
+        let o: BTreeMap<String, u64> = [("accepted".to_string(), accepted), ("fallback_peer_silent".to_string(), fallback)].into();
+        [("storage".to_string(), o.into_iter().filter(|(_, n)| *n > 0).collect())].into()
+    }
+
+    #[test]
+    fn the_window_counts_only_its_span() {
+        let t0 = Instant::now();
+        let s = |secs| t0 + Duration::from_secs(secs);
+        let mut w = Window::new(Duration::from_secs(10));
+        // Counts the agent found at start (adopted from an earlier agent) are not recent.
+        assert_eq!(w.update(s(0), outcomes(50, 40)), outcomes(0, 0));
+        assert_eq!(w.update(s(4), outcomes(55, 50)), outcomes(5, 10));
+        assert_eq!(w.update(s(9), outcomes(60, 50)), outcomes(10, 10));
+        // 10 s after the fallbacks' snapshot (at 4 s), only what came after it is recent.
+        assert_eq!(w.update(s(12), outcomes(60, 50)), outcomes(10, 10), "the base is the 0 s snapshot until 14 s");
+        assert_eq!(w.update(s(14), outcomes(60, 50)), outcomes(5, 0));
+        assert_eq!(w.update(s(25), outcomes(61, 50)), outcomes(1, 0));
+        // Counters loaded anew (lower than before): all they hold is recent.
+        assert_eq!(w.update(s(26), outcomes(2, 3)), outcomes(2, 3));
+        assert_eq!(w.update(s(40), outcomes(2, 3)), outcomes(0, 0));
+    }
+
+    #[test]
+    fn fallbacks_read_the_window_where_the_agent_reports_one() {
+        let class = ClassReport { negotiated: outcomes(90, 10)["storage"].clone(), recent: outcomes(3, 1)["storage"].clone(), ..ClassReport::default() };
+        let mut r = Report { classes: vec![class], ..Report::default() };
+        assert_eq!(r.fallbacks(), (10, 100), "an agent without a window: every negotiation since it loaded");
+        r.window_s = 600;
+        assert_eq!(r.fallbacks(), (1, 4));
+    }
 }

@@ -6,10 +6,10 @@
 //! from the last revision seen, so no version is skipped.
 
 use super::etcd::{Etcd, Event, Unreachable, Watched};
-use super::{host_key, now_ms, policy_key, seen_key, ClassReport, Document, Report};
+use super::{host_key, now_ms, policy_key, seen_key, ClassReport, Document, Outcomes, Report, Window};
 use crate::classes::{self, digest};
 use crate::service::{self, Stopped};
-use crate::sys;
+use crate::{log_error, log_info, log_warn, sys};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sluice_sim::cc::negotiation::Negotiation;
@@ -43,6 +43,8 @@ pub struct FleetOptions {
     pub lease_ttl: u64,
     /// How often the report (counters) is written.
     pub report_every: Duration,
+    /// The span over which negotiation outcomes are reported (`falls_back` reads them).
+    pub window: Duration,
 }
 
 /// The file holding the last version put in force.
@@ -68,6 +70,8 @@ enum News {
     Version(Document, i64),
     /// Whether etcd answers.
     Reachable(bool),
+    /// Why etcd refuses the watch (no user, no permission), or `None` once it serves it again.
+    WatchError(Option<String>),
 }
 
 /// Runs the agent in fleet mode until SIGTERM or SIGINT.
@@ -81,7 +85,7 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     let first = match super::admin::current(&o.etcd, &o.prefix) {
         Ok(d) => d,
         Err(e) if e.downcast_ref::<Unreachable>().is_some() && cached.is_some() => {
-            eprintln!("warning: {e}; running version {} from {} until it answers", cached.as_ref().unwrap().document.version, o.state_dir.display());
+            log_warn!("{e}; running version {} from {} until it answers", cached.as_ref().unwrap().document.version, o.state_dir.display());
             None
         }
         Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
@@ -91,9 +95,24 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     };
     if !o.dry_run {
         service::load_or_adopt(&o.cgroup)?;
+        if let Some(other) = fleet_state().filter(|r| r.host != o.host) {
+            log_warn!(
+                "{} holds the fleet figures of host {}'s agent; this agent reports as {} and replaces them (--host names the host)",
+                fleet_state_file().display(),
+                other.host,
+                o.host
+            );
+        }
     }
-    let report = Report { host: o.host.clone(), labels: o.labels.clone(), dry_run: o.dry_run, ..Report::default() };
-    let mut agent = Agent { o: o.clone(), in_force: None, report: Arc::new(Mutex::new(report)) };
+    let report = Report {
+        host: o.host.clone(),
+        labels: o.labels.clone(),
+        dry_run: o.dry_run,
+        window_s: o.window.as_secs(),
+        ..Report::default()
+    };
+    let logged = last_logged(&o.state_dir);
+    let mut agent = Agent { o: o.clone(), in_force: None, report: Arc::new(Mutex::new(report)), logged };
     // The version kept on disk first; then every version etcd wrote since, in order, so none is
     // skipped (etcd may have compacted them: then the latest).
     let from = match (&cached, first) {
@@ -137,10 +156,23 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
                 reachable = now;
                 let v = agent.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
                 if now {
-                    println!("sluice agent: etcd answers again; catching up from version {v}");
+                    log_info!("sluice agent: etcd answers again; catching up from version {v}");
                 } else {
-                    eprintln!("warning: etcd does not answer; version {v} stays in force, and the agent catches up when it returns");
+                    log_warn!("etcd does not answer; version {v} {}, and the agent catches up when it returns", agent.stays());
                 }
+            }
+            Ok(News::WatchError(e)) => {
+                let v = agent.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
+                match &e {
+                    Some(e) => log_error!(
+                        "cannot watch {}: {e}; version {v} {} and no new version reaches this host until etcd serves the watch",
+                        policy_key(&o.prefix),
+                        agent.stays()
+                    ),
+                    None => log_info!("sluice agent: etcd serves the watch again; catching up from version {v}"),
+                }
+                agent.report.lock().unwrap().watch_error = e;
+                let _ = nudge.send(());
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => bail!("the etcd watch stopped"),
@@ -156,7 +188,11 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     }
     drop(nudge);
     let _ = reporter.join();
-    println!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
+    if o.dry_run {
+        log_info!("sluice agent: stopped (a dry run: the kernel's tables were never written)");
+    } else {
+        log_info!("sluice agent: stopped; the policy stays in force in the kernel and connections keep their classes (`sluice host unload` removes it all)");
+    }
     Ok(Stopped::Signal)
 }
 
@@ -167,37 +203,50 @@ struct Agent {
     in_force: Option<Document>,
     /// What the reporter writes.
     report: Arc<Mutex<Report>>,
+    /// The last (version, digest) in the log of versions, so a restart does not log it again.
+    logged: Option<(u64, String)>,
 }
 
 impl Agent {
+    /// What becomes of the version in force while a newer one cannot be had, in words true of
+    /// a dry run too.
+    fn stays(&self) -> &'static str {
+        if self.o.dry_run {
+            "stays the one checked (a dry run: the kernel is not changed)"
+        } else {
+            "stays in force"
+        }
+    }
+
     /// Puts the version etcd wrote at `revision` in force, unless it is the one in force;
     /// whether anything changed.
     fn put_in_force(&mut self, doc: &Document, revision: i64) -> bool {
         if self.in_force.as_ref().is_some_and(|d| d.version == doc.version && d.digest == doc.digest) {
             return false;
         }
+        // Errors name the version; the table in force names the key, beside its own version.
         let source = format!("etcd {} version {}", policy_key(&self.o.prefix), doc.version);
         let outcome = host_policy::parse(&doc.text, &source)
             .and_then(|p| p.for_host(&self.o.labels))
             .map_err(|e| vec![e.to_string()])
             .and_then(|mut p| {
                 p.policy.version = Some(doc.version);
-                self.enforce(&p, &source).map(|()| p)
+                self.enforce(&p, &format!("etcd {}", policy_key(&self.o.prefix))).map(|()| p)
             });
         match outcome {
             Ok(p) => {
                 if let Err(e) = self.keep(doc, revision) {
-                    eprintln!("warning: {e}");
+                    log_warn!("{e}");
                 }
                 let names: Vec<String> = p.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
                 let mode = if self.o.dry_run { "checked (dry run)" } else { "in force" };
-                println!("sluice agent: version {} {mode}: {}", doc.version, names.join(", "));
+                log_info!("sluice agent: version {} {mode}: {}", doc.version, names.join(", "));
                 let mut r = self.report.lock().unwrap();
                 r.version = Some(doc.version);
                 r.applied_unix = now_ms() / 1000;
                 r.undeclared_labels = p.undeclared(&self.o.labels).into_iter().map(String::from).collect();
                 if !r.undeclared_labels.is_empty() {
-                    eprintln!("warning: labels {} are not among the policy's labels: no group selects on them", r.undeclared_labels.join(", "));
+                    log_warn!("labels {} are not among the policy's labels: no group selects on them", r.undeclared_labels.join(", "));
                 }
                 r.classes = p.classes.iter().map(|c| ClassReport { name: c.name.clone(), cc: c.cc.to_string(), ..ClassReport::default() }).collect();
                 self.in_force = Some(doc.clone());
@@ -205,10 +254,10 @@ impl Agent {
             }
             Err(errors) => {
                 for e in &errors {
-                    eprintln!("error: {e}");
+                    log_error!("{e}");
                 }
                 let v = self.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
-                eprintln!("sluice agent: version {} refused on this host; version {v} stays in force", doc.version);
+                log_error!("version {} refused on this host; version {v} {}", doc.version, self.stays());
                 self.report.lock().unwrap().refused = Some((doc.version, errors));
                 true
             }
@@ -227,22 +276,35 @@ impl Agent {
         }
     }
 
-    /// Keeps the version on disk (atomically) and logs it.
-    fn keep(&self, doc: &Document, revision: i64) -> Result<()> {
+    /// Keeps the version on disk (atomically) and logs it, once: a restart that puts the kept
+    /// version in force again does not log it again.
+    fn keep(&mut self, doc: &Document, revision: i64) -> Result<()> {
         let dir = &self.o.state_dir;
         let tmp = dir.join(".fleet-policy.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec(&Cached { document: doc.clone(), revision })?)?;
         std::fs::rename(&tmp, cache_file(dir))?;
-        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(log_file(dir))?;
-        writeln!(log, "{} {} {}", doc.version, digest(&doc.text), now_ms())?;
+        let entry = (doc.version, digest(&doc.text));
+        if self.logged.as_ref() != Some(&entry) {
+            let mut log = std::fs::OpenOptions::new().create(true).append(true).open(log_file(dir))?;
+            writeln!(log, "{} {} {}", entry.0, entry.1, now_ms())?;
+            self.logged = Some(entry);
+        }
         Ok(())
     }
+}
+
+/// The (version, digest) of the log's last line, if any.
+fn last_logged(dir: &Path) -> Option<(u64, String)> {
+    let log = std::fs::read_to_string(log_file(dir)).ok()?;
+    let mut f = log.lines().last()?.split(' ');
+    Some((f.next()?.parse().ok()?, f.next()?.to_string()))
 }
 
 /// Watches the policy key from revision `from` (0: read it first) and hands over every version
 /// in order, until `term`.
 fn watch(etcd: &Etcd, key: &str, mut from: i64, news: &Sender<News>, term: &AtomicBool) {
     let mut was_reachable = true;
+    let mut refused: Option<String> = None;
     while !term.load(Ordering::Relaxed) {
         let outcome = if from == 0 {
             etcd.get_latest(key).and_then(|(kv, revision)| {
@@ -261,7 +323,7 @@ fn watch(etcd: &Etcd, key: &str, mut from: i64, news: &Sender<News>, term: &Atom
                             Ok(doc) => {
                                 let _ = news.send(News::Version(doc, kv.mod_revision));
                             }
-                            Err(e) => eprintln!("warning: revision {}: {e}; skipped", kv.mod_revision),
+                            Err(e) => log_warn!("revision {}: {e}; skipped", kv.mod_revision),
                         }
                     }
                 }
@@ -273,41 +335,60 @@ fn watch(etcd: &Etcd, key: &str, mut from: i64, news: &Sender<News>, term: &Atom
                 }
             })
         };
-        let reachable = match &outcome {
-            Ok(()) => true,
-            Err(e) if e.downcast_ref::<Unreachable>().is_some() => false,
-            Err(e) => {
-                eprintln!("warning: watching {key}: {e:#}");
-                true
-            }
+        let (reachable, now_refused) = match &outcome {
+            Ok(()) => (true, None),
+            Err(e) if e.downcast_ref::<Unreachable>().is_some() => (false, refused.clone()),
+            Err(e) => (true, Some(format!("{e:#}"))),
         };
         if reachable != was_reachable {
             was_reachable = reachable;
             let _ = news.send(News::Reachable(reachable));
         }
-        if outcome.is_err() {
-            std::thread::sleep(Duration::from_millis(300));
+        // Said once when it begins, changes or ends, not at every try.
+        if now_refused != refused {
+            refused = now_refused;
+            let _ = news.send(News::WatchError(refused.clone()));
+        }
+        match outcome {
+            Ok(()) => {}
+            Err(_) if refused.is_some() => std::thread::sleep(Duration::from_secs(1)),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
         }
     }
 }
 
-/// Keeps the lease alive and writes the report every `report_every`, and at once when nudged,
-/// until `term`; revokes the lease at the end, so the host shows as stale at once.
+/// Writes the report every `report_every`, and at once when nudged, until `term`; revokes the
+/// lease at the end, so the host shows as stale at once. The lease is renewed only while reports
+/// go through: an agent that cannot write its report (its credentials stopped working, its role
+/// lost a permission) lets the lease lapse, so the fleet view shows it stale within the lease's
+/// time, while its log, `sluice agent status` and its metrics say why.
 fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, term: &AtomicBool) {
     let mut lease = 0i64;
     let keepalive = Duration::from_secs(o.lease_ttl.max(3) / 3);
     let mut kept = Instant::now();
     let mut reported = Instant::now() - o.report_every;
     let mut pending = true;
+    let mut window = Window::new(o.window);
+    // Why the last report failed, and when to try again.
+    let mut failing: Option<String> = None;
+    let mut retry_at = Instant::now();
+    // When the last report went through, in milliseconds since the epoch.
+    let mut reported_ms = 0;
     while !term.load(Ordering::Relaxed) {
+        let now = Instant::now();
         match nudged.recv_timeout(Duration::from_millis(50)) {
-            Ok(()) => pending = true,
+            // News (a version, a watch that fails or works again) is reported at once.
+            Ok(()) => (pending, retry_at) = (true, now),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
-        let result = (|| -> Result<()> {
-            if lease != 0 && now.duration_since(kept) >= keepalive {
+        if now < retry_at {
+            continue;
+        }
+        // Ok(Some(when)): a report went through, at that time in milliseconds since the epoch.
+        let result = (|| -> Result<Option<u64>> {
+            if lease != 0 && failing.is_none() && now.duration_since(kept) >= keepalive {
                 if o.etcd.lease_keepalive(lease)? <= 0 {
                     // Expired while etcd was away: a new lease, and the report again under it.
                     lease = 0;
@@ -319,21 +400,55 @@ fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, 
                 kept = now;
                 pending = true;
             }
-            if pending || now.duration_since(reported) >= o.report_every {
-                let r = current_report(o, report);
-                let bytes = serde_json::to_vec(&r)?;
-                o.etcd.put_all(&[(&host_key(&o.prefix, &o.host), &bytes, lease), (&seen_key(&o.prefix, &o.host), &bytes, 0)])?;
-                reported = now;
-                pending = false;
+            if !(pending || failing.is_some() || now.duration_since(reported) >= o.report_every) {
+                return Ok(None);
             }
-            Ok(())
+            let r = current_report(o, report, &mut window);
+            let bytes = serde_json::to_vec(&r)?;
+            o.etcd.put_all(&[(&host_key(&o.prefix, &o.host), &bytes, lease), (&seen_key(&o.prefix, &o.host), &bytes, 0)])?;
+            reported = now;
+            pending = false;
+            Ok(Some(r.reported_unix_ms))
         })();
-        if let Err(e) = result {
-            if e.downcast_ref::<Unreachable>().is_none() {
-                eprintln!("warning: reporting to etcd: {e:#}");
+        match result {
+            Ok(None) => continue,
+            Ok(Some(when)) => {
+                if let Some(e) = failing.take() {
+                    log_info!("sluice agent: reports reach etcd again (they failed: {e})");
+                }
+                reported_ms = when;
             }
-            // Asked again after a pause; the lease may have lapsed meanwhile.
-            std::thread::sleep(Duration::from_millis(300));
+            Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
+                retry_at = now + Duration::from_millis(300);
+                continue;
+            }
+            // The lease lapsed while reports failed: a new one, and the report under it, at once.
+            Err(e) if format!("{e:#}").contains("lease not found") => {
+                lease = 0;
+                continue;
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                if failing.as_ref() != Some(&why) {
+                    log_error!(
+                        "cannot write this host's report to {}: {why}; its lease is left to lapse, so `sluice admin status` shows it stale until a report goes through",
+                        host_key(&o.prefix, &o.host)
+                    );
+                    // Revoked where etcd lets it, so the fleet view need not wait for the lease's time.
+                    if lease != 0 && o.etcd.lease_revoke(lease).is_ok() {
+                        lease = 0;
+                    }
+                }
+                failing = Some(why);
+                retry_at = now + Duration::from_secs(1);
+            }
+        }
+        // The figures on the host change with each report written or refused.
+        if !o.dry_run {
+            let mut state = report.lock().unwrap().clone();
+            state.reported_unix_ms = reported_ms;
+            state.report_error = failing.clone();
+            write_fleet_state(&state);
         }
     }
     if lease != 0 {
@@ -341,10 +456,11 @@ fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, 
     }
 }
 
-/// The report with the kernel's counters as they are now.
-fn current_report(o: &FleetOptions, report: &Mutex<Report>) -> Report {
+/// The report with the kernel's counters as they are now, and the negotiations within the window.
+fn current_report(o: &FleetOptions, report: &Mutex<Report>, window: &mut Window) -> Report {
     let mut r = report.lock().unwrap().clone();
     r.reported_unix_ms = now_ms();
+    r.report_error = None;
     if !o.dry_run {
         if let Ok(Some(a)) = classes::applied() {
             for c in &mut r.classes {
@@ -357,23 +473,58 @@ fn current_report(o: &FleetOptions, report: &Mutex<Report>) -> Report {
                 }
             }
         }
-        write_fleet_state(&r);
+    }
+    let totals: Outcomes = r.classes.iter().map(|c| (c.name.clone(), c.negotiated.clone())).collect();
+    let mut recent = window.update(Instant::now(), totals);
+    for c in &mut r.classes {
+        c.recent = recent.remove(&c.name).unwrap_or_default();
     }
     r
 }
 
-/// The fleet figures beside the pins, for the agent's Prometheus export.
+/// Where the agent keeps its fleet figures beside the pins, for `sluice agent status` and the
+/// Prometheus export.
+fn fleet_state_file() -> PathBuf {
+    Path::new(sys::STATE_DIR).join("fleet.json")
+}
+
+/// Writes the fleet figures (atomically).
 fn write_fleet_state(r: &Report) {
-    let path = Path::new(sys::STATE_DIR).join("fleet.json");
     let tmp = Path::new(sys::STATE_DIR).join(".fleet.json.tmp");
     if let Ok(b) = serde_json::to_vec(r) {
         if std::fs::write(&tmp, b).is_ok() {
-            let _ = std::fs::rename(&tmp, path);
+            let _ = std::fs::rename(&tmp, fleet_state_file());
         }
+    }
+}
+
+/// Removes the fleet figures, with the rest of what the agent keeps; fine when there are none.
+pub fn remove_fleet_state() -> Result<()> {
+    match std::fs::remove_file(fleet_state_file()) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", fleet_state_file().display())),
+        _ => Ok(()),
     }
 }
 
 /// The fleet figures the agent last wrote, if it runs in fleet mode.
 pub fn fleet_state() -> Option<Report> {
-    std::fs::read(Path::new(sys::STATE_DIR).join("fleet.json")).ok().and_then(|b| serde_json::from_slice(&b).ok())
+    std::fs::read(fleet_state_file()).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+/// The fleet part of `sluice agent status`: the host's name, the versions it runs and saw, when
+/// it last reported, and what keeps it from watching or reporting; empty outside fleet mode.
+pub fn fleet_status_text() -> String {
+    let Some(r) = fleet_state() else { return String::new() };
+    let v = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+    let mut s = format!(
+        "fleet: host {}, version {} in force, latest seen {}, last report {}s ago\n",
+        r.host,
+        v(r.version),
+        v(r.seen_version.or(r.version)),
+        now_ms().saturating_sub(r.reported_unix_ms) / 1000
+    );
+    for f in r.failing() {
+        s.push_str(&format!("  failing: {f}\n"));
+    }
+    s
 }

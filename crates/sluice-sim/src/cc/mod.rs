@@ -510,6 +510,13 @@ pub fn unknown(name: &str) -> String {
     format!("unknown congestion control \"{name}\"; expected one of: {}{}", known_names(), crate::words::did_you_mean(name, names))
 }
 
+/// Why `name` names no algorithm a Linux host runs: the portable ones and the kernel's own that
+/// the registry models (a host's checks then say which of those its kernel has).
+pub fn unknown_on_host(name: &str) -> String {
+    let names = portable::PORTABLE.iter().chain(&portable::KERNEL_BUILT_IN).copied();
+    format!("unknown congestion control \"{name}\"; a host runs one of: {}{}", names.clone().collect::<Vec<_>>().join(", "), crate::words::did_you_mean(name, names))
+}
+
 /// Validates `params` for algorithm `name` and returns a per-flow constructor.
 pub fn factory(name: &str, params: &toml::Table) -> Result<CcFactory, String> {
     let info = lookup(name).ok_or_else(|| unknown(name))?;

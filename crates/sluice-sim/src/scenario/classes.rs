@@ -109,8 +109,10 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
         table.insert(0, ("default".into(), default));
     }
     let mut out = Vec::with_capacity(table.len());
+    // A host's error offers what a host can run; a scenario's, the whole registry.
+    let unknown = |n: &str| if side == Side::Host { cc::unknown_on_host(n) } else { cc::unknown(n) };
     for (name, c) in table {
-        let info = cc::lookup(&c.cc).ok_or_else(|| format!("classes.{name}.cc: {}", cc::unknown(&c.cc)))?;
+        let info = cc::lookup(&c.cc).ok_or_else(|| format!("classes.{name}.cc: {}", unknown(&c.cc)))?;
         runs_on(info, c.transport).map_err(|e| format!("classes.{name}.cc: {e}"))?;
         let (params, nic) = match &c.preset {
             None => (c.params.clone(), ClassNic::default()),
@@ -146,7 +148,7 @@ pub fn check(classes: &BTreeMap<String, ClassConfig>, side: Side, line_rate: Rat
             _ => {}
         }
         let fallback_name = c.fallback.as_deref().unwrap_or(DEFAULT_CC);
-        let fb = cc::lookup(fallback_name).ok_or_else(|| format!("classes.{name}.fallback: {}", cc::unknown(fallback_name)))?;
+        let fb = cc::lookup(fallback_name).ok_or_else(|| format!("classes.{name}.fallback: {}", unknown(fallback_name)))?;
         match (c.transport, &c.fallback) {
             (ClassTransport::Uet, Some(_)) => {
                 return Err(format!("classes.{name}.fallback: a UET connection negotiates nothing, so nothing falls back; remove fallback"));

@@ -319,6 +319,7 @@ mod tests {
     fn bad_policies_name_the_file_line_key_and_expected_form() {
         let e = error("[classes.q]\ncc = \"dctpc\"\n");
         assert!(e.starts_with("p.toml:2: classes.q.cc: unknown congestion control \"dctpc\"") && e.contains("did you mean `dctcp`"), "{e}");
+        assert!(e.contains("a host runs one of: newreno, dctcp, ecn_int, retcp, reno, cubic, bbr;") && !e.contains("hpcc"), "a host's list: {e}");
         let e = error("[classes.q]\ncc = \"dctcp\"\nparams = { gg = 1 }\n");
         assert!(e.starts_with("p.toml:3: classes.q.params.gg") && e.contains("did you mean"), "{e}");
         let e = error("[classes.q]\ncc = \"dctcp\"\nparams = { g = 3.0 }\n");

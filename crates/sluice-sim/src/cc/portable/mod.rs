@@ -550,6 +550,10 @@ pub(super) fn retcp_factory(params: &toml::Table) -> Result<CcFactory, String> {
 /// The portable algorithms, in the order of their ids in the kernel's class table (1, 2, ...).
 pub const PORTABLE: [&str; 4] = ["newreno", "dctcp", "ecn_int", "retcp"];
 
+/// The algorithms of the registry that Linux builds in and a host runs under the same name
+/// where its kernel has them.
+pub const KERNEL_BUILT_IN: [&str; 3] = ["reno", "cubic", "bbr"];
+
 /// A portable algorithm's parameters as its C `struct <name>_params`, the bytes the kernel build
 /// reads from the agent's class table: parsed and checked as the simulator's registry does, so a
 /// class's `params` mean the same on both sides.
