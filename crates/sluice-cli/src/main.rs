@@ -69,8 +69,7 @@ enum Command {
     #[cfg(feature = "host")]
     Agent(sluice_host::cli::AgentArgs),
     /// The fleet's policy in etcd: apply, diff, history, rollback; every host's status.
-    #[cfg(feature = "host")]
-    Admin(sluice_host::cli::AdminArgs),
+    Admin(sluice_platform::cli::AdminArgs),
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
     #[cfg(feature = "host")]
     Host {
@@ -93,13 +92,6 @@ enum Command {
     #[cfg(not(feature = "host"))]
     #[command(disable_help_flag = true)]
     Agent {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        rest: Vec<String>,
-    },
-    /// The fleet's policy in etcd (needs the `host` feature).
-    #[cfg(not(feature = "host"))]
-    #[command(disable_help_flag = true)]
-    Admin {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         rest: Vec<String>,
     },
@@ -162,8 +154,7 @@ fn main() -> ExitCode {
         Command::Report { dir } => report::run(&dir),
         #[cfg(feature = "host")]
         Command::Agent(args) => sluice_host::cli::run_agent(args),
-        #[cfg(feature = "host")]
-        Command::Admin(args) => sluice_host::cli::run_admin(args),
+        Command::Admin(args) => sluice_platform::cli::run_admin(args),
         #[cfg(feature = "host")]
         Command::Host { cmd } => sluice_host::cli::run_host(cmd),
         #[cfg(feature = "host")]
@@ -171,7 +162,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "host")]
         Command::Proxy { cmd } => sluice_host::cli::run_proxy(cmd),
         #[cfg(not(feature = "host"))]
-        Command::Agent { .. } | Command::Admin { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
+        Command::Agent { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@
 #![cfg(feature = "host")]
 
 use sluice_host::{agent, classes, sys};
+use sluice_platform::applied;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -63,7 +64,7 @@ impl Agent {
         let mut a = Agent { child: None, cgroup, home, dir: tempfile::tempdir().unwrap() };
         std::fs::write(a.policy(), policy).unwrap();
         a.spawn(poll_ms);
-        wait_for("the agent's first policy", || classes::applied().ok().flatten().is_some_and(|p| p.generation >= 1));
+        wait_for("the agent's first policy", || applied::applied().ok().flatten().is_some_and(|p| p.generation >= 1));
         sys::cgroup_join(&a.cgroup, std::process::id()).expect("joining the agent's cgroup");
         (g, a)
     }
@@ -148,7 +149,7 @@ fn exchange(p: &mut (TcpStream, TcpStream)) {
 
 /// The class's (open, opened) connection counts, by name.
 fn counts(class: &str) -> (u64, u64) {
-    let a = classes::applied().unwrap().expect("a policy in force");
+    let a = applied::applied().unwrap().expect("a policy in force");
     let c = a.classes.iter().find(|c| c.name == class).unwrap_or_else(|| panic!("no class {class} in {a:?}"));
     let n = classes::counts(c.id).unwrap();
     (n.open(), n.opened)
@@ -196,27 +197,27 @@ fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
     assert_eq!(chosen(&second).0, "newreno", "with the agent down, the policy stays in force");
 
     a.spawn(50);
-    wait_for("the restarted agent's policy", || classes::applied().ok().flatten().is_some_and(|p| p.generation >= 2));
+    wait_for("the restarted agent's policy", || applied::applied().ok().flatten().is_some_and(|p| p.generation >= 2));
     exchange(&mut bulk);
     assert_eq!(chosen(&bulk), ("newreno".into(), "newreno".into(), 3), "the connection kept its algorithm and priority");
     assert_eq!(counts("bulk"), (4, 4), "the counts survived the restart");
 
     // An edit reaches new connections; open ones keep the algorithm they started with.
     std::fs::write(a.policy(), POLICY.replace("version = 1", "version = 2").replace("cc = \"bbr\"", "cc = \"cubic\"")).unwrap();
-    wait_for("version 2", || classes::applied().unwrap().unwrap().version == Some(2));
+    wait_for("version 2", || applied::applied().unwrap().unwrap().version == Some(2));
     assert_eq!(chosen(&pair(7100)).0, "cubic");
     assert_eq!(chosen(&fast).0, "bbr");
 
     // A bad edit is refused; the file put back to the text in force clears the refusal without
     // a signal and without applying anything again.
     let v2 = std::fs::read_to_string(a.policy()).unwrap();
-    let generation = classes::applied().unwrap().unwrap().generation;
+    let generation = applied::applied().unwrap().unwrap().generation;
     std::fs::write(a.policy(), v2.replace("cc = \"cubic\"\nmatch", "cc = \"hpcc\"\nmatch")).unwrap();
-    wait_for("the refusal", || classes::applied().unwrap().unwrap().refused.is_some());
+    wait_for("the refusal", || applied::applied().unwrap().unwrap().refused.is_some());
     assert!(text(&run(&["agent", "status"]).stdout).contains("refused"));
     std::fs::write(a.policy(), &v2).unwrap();
-    wait_for("the refusal cleared", || classes::applied().unwrap().unwrap().refused.is_none());
-    assert_eq!(classes::applied().unwrap().unwrap().generation, generation, "the text in force was not applied again");
+    wait_for("the refusal cleared", || applied::applied().unwrap().unwrap().refused.is_none());
+    assert_eq!(applied::applied().unwrap().unwrap().generation, generation, "the text in force was not applied again");
     assert!(!text(&run(&["agent", "status"]).stdout).contains("refused"));
 
     // The classes' counts in the Prometheus export.
@@ -258,8 +259,8 @@ fn a_bad_policy_is_refused_whole_and_sighup_applies_a_fixed_one() {
     let bad = POLICY.replace("version = 1", "version = 2").replace("cc = \"newreno\"", "cc = \"cubic\"").replace("cc = \"bbr\"", "cc = \"hpcc\"");
     std::fs::write(a.policy(), &bad).unwrap();
     a.signal(nix::sys::signal::Signal::SIGHUP);
-    wait_for("the refusal", || classes::applied().unwrap().unwrap().refused.is_some());
-    let applied = classes::applied().unwrap().unwrap();
+    wait_for("the refusal", || applied::applied().unwrap().unwrap().refused.is_some());
+    let applied = applied::applied().unwrap().unwrap();
     let errors = applied.refused.as_ref().unwrap().errors.join("\n");
     let file = a.policy().display().to_string();
     assert!(
@@ -273,11 +274,11 @@ fn a_bad_policy_is_refused_whole_and_sighup_applies_a_fixed_one() {
 
     std::fs::write(a.policy(), bad.replace("cc = \"hpcc\"", "cc = \"bbr\"")).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(classes::applied().unwrap().unwrap().version, Some(1), "no poll within a minute: only SIGHUP reloads");
+    assert_eq!(applied::applied().unwrap().unwrap().version, Some(1), "no poll within a minute: only SIGHUP reloads");
     a.signal(nix::sys::signal::Signal::SIGHUP);
-    wait_for("version 2 on SIGHUP", || classes::applied().unwrap().unwrap().version == Some(2));
+    wait_for("version 2 on SIGHUP", || applied::applied().unwrap().unwrap().version == Some(2));
     assert_eq!(chosen(&pair(7008)).0, "cubic");
-    assert!(classes::applied().unwrap().unwrap().refused.is_none(), "a policy applied clears the refusal");
+    assert!(applied::applied().unwrap().unwrap().refused.is_none(), "a policy applied clears the refusal");
 }
 
 /// A policy that fails a host's checks stops the agent before it loads anything; `check` says

@@ -9,38 +9,21 @@
 //! distribution of the time a change takes to reach every agent (docs/admin.md).
 #![cfg(feature = "host")]
 
-use sluice_host::fleet::admin;
-use sluice_host::fleet::etcd::{Connect, Etcd};
-use sluice_host::{agent, classes, sys};
+mod common;
+
+use common::{apply, now_ms, sluice, text, wait_for, Cluster};
+use sluice_host::{agent, sys};
+use sluice_platform::admin;
+use sluice_platform::applied;
+use sluice_platform::etcd::{Connect, Etcd};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn sluice() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
-/// Waits up to `secs` for `cond`.
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(secs), "timed out after {secs} s waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 fn need_etcd() -> bool {
     if !nix::unistd::geteuid().is_root() {
@@ -52,77 +35,6 @@ fn need_etcd() -> bool {
         "the fleet tests need etcd (Debian: apt-get install etcd-server etcd-client); tools/test-all installs it"
     );
     true
-}
-
-/// An etcd cluster of `n` members on loopback (and, for the partition, on `also`), each a child
-/// process with its data in a temporary directory; dropped: every member killed.
-struct Cluster {
-    dir: tempfile::TempDir,
-    members: Vec<Option<Child>>,
-    base: u16,
-    also: Option<&'static str>,
-}
-
-impl Cluster {
-    fn start(n: usize, base: u16, also: Option<&'static str>) -> Cluster {
-        let mut c = Cluster { dir: tempfile::tempdir().unwrap(), members: (0..n).map(|_| None).collect(), base, also };
-        for i in 0..n {
-            c.run(i);
-        }
-        let etcd = c.client();
-        wait_for("etcd's quorum", 20, || etcd.get("/probe", None).is_ok());
-        c
-    }
-
-    fn client_port(&self, i: usize) -> u16 {
-        self.base + i as u16
-    }
-
-    /// Client URLs on `host`.
-    fn urls(&self, host: &str) -> String {
-        (0..self.members.len()).map(|i| format!("http://{host}:{}", self.client_port(i))).collect::<Vec<_>>().join(",")
-    }
-
-    fn client(&self) -> Etcd {
-        Etcd::new(&Connect { endpoints: self.urls("127.0.0.1").split(',').map(String::from).collect(), insecure_plaintext: true, ..Connect::default() })
-            .unwrap()
-    }
-
-    /// Starts member `i` (again: its data directory keeps it in the cluster).
-    fn run(&mut self, i: usize) {
-        let peers: Vec<String> = (0..self.members.len()).map(|j| format!("m{j}=http://127.0.0.1:{}", self.base + 100 + j as u16)).collect();
-        let mut listen = format!("http://127.0.0.1:{}", self.client_port(i));
-        if let Some(ip) = self.also {
-            listen.push_str(&format!(",http://{ip}:{}", self.client_port(i)));
-        }
-        let log = std::fs::File::create(self.dir.path().join(format!("m{i}.log"))).unwrap();
-        let child = Command::new("etcd")
-            .args(["--name", &format!("m{i}"), "--data-dir", self.dir.path().join(format!("m{i}")).to_str().unwrap()])
-            .args(["--listen-client-urls", &listen, "--advertise-client-urls", &format!("http://127.0.0.1:{}", self.client_port(i))])
-            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{}", self.base + 100 + i as u16)])
-            .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{}", self.base + 100 + i as u16)])
-            .args(["--initial-cluster", &peers.join(","), "--initial-cluster-token", "sluice-fleet-test"])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting etcd");
-        self.members[i] = Some(child);
-    }
-
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for i in 0..self.members.len() {
-            self.kill(i);
-        }
-    }
 }
 
 /// A running `sluice agent --etcd`; dropped: killed.
@@ -257,26 +169,6 @@ impl Drop for Enforcing {
     }
 }
 
-/// Policy version `k`: the storage class's DCTCP gain changes with it.
-fn policy(k: u64) -> String {
-    format!(
-        "labels = [\"rack\"]\n[classes.storage]\ncc = \"dctcp\"\nparams = {{ g = {} }}\nmatch = {{ dst_ports = [7301] }}\n\
-         [classes.default]\ncc = \"cubic\"\n[groups.rack_b]\nhosts = {{ rack = \"b\" }}\nclasses.storage = {{ cc = \"bbr\" }}\n",
-        0.0625 + k as f64 / 10_000.0
-    )
-}
-
-/// Writes policy `k` with `sluice admin apply` as an operator does; returns when it was started.
-fn apply(dir: &Path, urls: &str, k: u64) -> u64 {
-    let file = dir.join(format!("v{k}.toml"));
-    std::fs::write(&file, policy(k)).unwrap();
-    let t0 = now_ms();
-    let o = sluice().args(["admin", "apply", file.to_str().unwrap(), "--etcd", urls, "--insecure-plaintext"]).output().unwrap();
-    assert!(o.status.success(), "admin apply v{k}: {}{}", text(&o.stdout), text(&o.stderr));
-    assert!(text(&o.stdout).contains(&format!("version {k} applied")), "{}", text(&o.stdout));
-    t0
-}
-
 /// A loopback connection on `port` (client, server).
 fn pair(port: u16) -> (TcpStream, TcpStream) {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("listening");
@@ -372,7 +264,7 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     let (p50, p90, p99, max) = (percentile(&latencies, 0.5), percentile(&latencies, 0.9), percentile(&latencies, 0.99), *latencies.last().unwrap());
     println!("change to agent, 100 changes x 3 agents (ms, from `sluice admin apply` starting): p50 {p50}, p90 {p90}, p99 {p99}, max {max}");
     assert!(max < 1000, "a change took {max} ms to reach an agent: {latencies:?}");
-    let a = classes::applied().unwrap().unwrap();
+    let a = applied::applied().unwrap().unwrap();
     assert_eq!(a.version, Some(101), "the kernel's table runs version 101");
     let g = a.classes.iter().find(|c| c.name == "storage").unwrap().params.get("g").and_then(|v| v.as_float()).unwrap();
     assert!((g - (0.0625 + 101.0 / 10_000.0)).abs() < 1e-9, "storage's g is version 101's: {g}");
@@ -391,7 +283,7 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     etcd.kill(2);
     std::thread::sleep(Duration::from_secs(2));
     assert!(agents.iter_mut().all(|a| a.child.as_mut().unwrap().try_wait().unwrap().is_none()), "an agent exited without etcd");
-    assert_eq!(classes::applied().unwrap().unwrap().version, Some(102));
+    assert_eq!(applied::applied().unwrap().unwrap().version, Some(102));
     exchange(&mut conn);
     let fresh = enforcing.pair(7302);
     assert_eq!(sys::congestion_control(&fresh.0).unwrap(), "cubic", "a new connection still joins its class without etcd");
@@ -509,68 +401,6 @@ const WINDOW_S: u64 = 8;
 fn stamped(line: &str) -> bool {
     let b = line.as_bytes();
     b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
-}
-
-/// Two admins applying at once: one wins, the other is told and writes nothing; bad input gets
-/// one clear line and nothing reaches etcd.
-#[test]
-fn concurrent_applies_and_bad_input_are_refused_cleanly() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !need_etcd() {
-        return;
-    }
-    let etcd = Cluster::start(1, 23760, None);
-    let urls = etcd.urls("127.0.0.1");
-    let client = etcd.client();
-    let dir = tempfile::tempdir().unwrap();
-    apply(dir.path(), &urls, 1);
-    // Eight admins apply different texts at once: each write is a transaction on the version
-    // read, so every one that reports success wrote a version of its own.
-    let handles: Vec<_> = (0..8)
-        .map(|i| {
-            let (urls, file) = (urls.clone(), dir.path().join(format!("c{i}.toml")));
-            std::fs::write(&file, policy(1000 + i)).unwrap();
-            std::thread::spawn(move || sluice().args(["admin", "apply", file.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]).output().unwrap())
-        })
-        .collect();
-    let outs: Vec<Output> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let won = outs.iter().filter(|o| o.status.success()).count();
-    for o in outs.iter().filter(|o| !o.status.success()) {
-        assert!(text(&o.stderr).contains("another admin applied version"), "{}", text(&o.stderr));
-    }
-    let (history, _) = admin::history(&client, "/sluice").unwrap();
-    assert_eq!(history.len(), 1 + won, "every success is one version, and only those");
-    assert!(won >= 1);
-
-    let run = |args: &[&str]| sluice().arg("admin").args(args).output().unwrap();
-    let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, "labels = [\"rack\"]\n[classes.q]\ncc = \"cubic\"\n[groups.g]\nhosts = { rak = \"b\" }\n").unwrap();
-    let o = run(&["apply", bad.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]);
-    let e = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(e.contains("bad.toml:5: groups.g.hosts.rak: unknown label `rak`") && e.contains("nothing was written"), "{e}");
-    std::fs::write(&bad, "[classes.q]\ncc = \"dctpc\"\n").unwrap();
-    let e = text(&run(&["apply", bad.to_str().unwrap(), "--etcd", &urls, "--insecure-plaintext"]).stderr);
-    assert!(
-        e.contains("bad.toml:2: classes.q.cc: unknown congestion control \"dctpc\"; a host runs one of: newreno, dctcp, ecn_int, retcp, reno, cubic, bbr; did you mean `dctcp`?"),
-        "an unknown algorithm offers what a host runs, not the simulator's: {e}"
-    );
-    assert_eq!(admin::history(&client, "/sluice").unwrap().0.len(), 1 + won, "a refused policy never reaches etcd");
-    // etcd not answering: a clear error within seconds.
-    let t = Instant::now();
-    let e = text(&run(&["status", "--etcd", "http://127.0.0.1:9", "--insecure-plaintext"]).stderr);
-    assert!(e.contains("etcd does not answer") && t.elapsed() < Duration::from_secs(5), "{e}");
-    let e = text(&run(&["status", "--etcd", &urls]).stderr);
-    assert!(e.contains("refusing a plain-text connection") && e.contains("--insecure-plaintext"), "{e}");
-    // A rollback writes the old text as a new version.
-    let o = run(&["rollback", "1", "--etcd", &urls, "--insecure-plaintext"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let (history, _) = admin::history(&client, "/sluice").unwrap();
-    assert_eq!(history[0].doc.rollback_of, Some(1));
-    assert_eq!(history[0].doc.text, history.last().unwrap().doc.text);
-    assert_eq!(history[0].doc.version, 2 + won as u64);
-    let e = text(&run(&["rollback", "99", "--etcd", &urls, "--insecure-plaintext"]).stderr);
-    assert!(e.contains("no version 99 in etcd's history"), "{e}");
 }
 
 /// Runs a command that must succeed.
@@ -738,7 +568,7 @@ fn tls_and_roles_keep_agents_from_writing_policy() {
     let (kv, _) = agent_client.get_latest("/sluice/policy").unwrap();
     let kv = kv.expect("the agent reads the policy");
     let forged = agent_client.put_if_unchanged("/sluice/policy", kv.mod_revision, b"{}", &[]).unwrap_err();
-    assert!(forged.downcast_ref::<sluice_host::fleet::etcd::EtcdError>().is_some_and(|e| e.is_permission_denied()), "{forged:#}");
+    assert!(forged.downcast_ref::<sluice_platform::etcd::EtcdError>().is_some_and(|e| e.is_permission_denied()), "{forged:#}");
     assert!(agent_client.delete("/sluice/policy").is_err(), "an agent may not delete the policy");
 
     // An agent under that user runs the policy and reports.
@@ -791,7 +621,7 @@ fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_s
 
     // An enforcing agent without --user, on a host whose /run/sluice holds another host's figures.
     std::fs::create_dir_all(sys::STATE_DIR).unwrap();
-    let other = sluice_host::fleet::Report { host: "elsewhere".into(), ..Default::default() };
+    let other = sluice_platform::fleet::Report { host: "elsewhere".into(), ..Default::default() };
     std::fs::write(Path::new(sys::STATE_DIR).join("fleet.json"), serde_json::to_vec(&other).unwrap()).unwrap();
     let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).unwrap();
     let enforcing = Enforcing { cgroup: Path::new(sys::CGROUP2_ROOT).join("sluice-fleet-auth-test"), home };

@@ -184,7 +184,7 @@ fn attach(opts: &LoadOptions, st: &mut AgentState) -> Result<()> {
         for name in cc::ALGORITHMS {
             match cc::register(name, &shared) {
                 Ok(()) => st.ccs.push(name.to_string()),
-                Err(e) => crate::log_warn!("{name} not registered: {e:#}"),
+                Err(e) => sluice_platform::log_warn!("{name} not registered: {e:#}"),
             }
         }
     }
@@ -358,8 +358,8 @@ pub fn unload() -> Result<Vec<String>> {
         }
         fs::remove_file(state_file())?;
     }
-    crate::classes::forget()?;
-    crate::fleet::reconcile::remove_fleet_state()?;
+    sluice_platform::applied::remove()?;
+    sluice_platform::fleet::remove_figures()?;
     sys::release_bpffs()?;
     Ok(done)
 }
@@ -446,7 +446,7 @@ pub fn status_text() -> Result<String> {
         writeln!(s, "  policy {kind} {value} -> {name}")?;
     }
     s.push_str(&crate::classes::status_text()?);
-    s.push_str(&crate::fleet::reconcile::fleet_status_text());
+    s.push_str(&sluice_platform::fleet::figures_text());
     Ok(s)
 }
 

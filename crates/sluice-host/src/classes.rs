@@ -8,9 +8,10 @@
 use crate::agent;
 use crate::cc;
 use crate::sys;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
-use serde::{Deserialize, Serialize};
+use sluice_platform::applied::{applied, digest, now_unix, record, Applied, AppliedClass, AppliedIntent, ClassCounts};
+use sluice_platform::fleet::Report;
 use sluice_sim::cc::negotiation::{Negotiation, Offer};
 use sluice_sim::cc::portable::KERNEL_BUILT_IN;
 use sluice_sim::scenario::classes::INTENTS;
@@ -38,109 +39,6 @@ const INTENT_RULE_BYTES: usize = 40;
 /// Outcomes of a declaration (`enum intent_counter`), as status names them.
 pub const INTENT_OUTCOMES: [&str; 4] = ["accepted", "not_permitted", "not_mapped", "late"];
 
-
-/// One class as the agent put it in the kernel.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct AppliedClass {
-    /// Class name.
-    pub name: String,
-    /// Its id in the kernel's counters and in sockets' storage.
-    pub id: u32,
-    /// The algorithm's kernel name.
-    pub cc: String,
-    /// The sockets' SO_PRIORITY.
-    pub priority: u8,
-    /// The algorithm a peer or path without what `cc` needs gets.
-    pub fallback: String,
-    /// The parameters as the policy writes them (a portable algorithm's; its defaults where empty).
-    pub params: toml::Table,
-    /// Service port ranges ("5201", "6000-6099"); empty: any.
-    pub dst_ports: Vec<String>,
-    /// Cgroup directories; empty: any.
-    pub cgroups: Vec<PathBuf>,
-}
-
-/// The policy in force, as recorded beside the pins (`/run/sluice/policy.json`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default)]
-pub struct Applied {
-    /// The policy file.
-    pub file: String,
-    /// The operator's `version`, if the file gives one.
-    pub version: Option<u64>,
-    /// CRC-32 of the file's text, in hex.
-    pub digest: String,
-    /// Raised at every change; its low bit names the table half in force.
-    pub generation: u32,
-    /// When it was applied, in seconds since the epoch.
-    pub applied_unix: u64,
-    /// The classes, in the order the kernel tries them.
-    pub classes: Vec<AppliedClass>,
-    /// Classes that no connection can join (no match rules, and not `default`).
-    pub unmatched: Vec<String>,
-    /// The last policy refused since, with its errors.
-    pub refused: Option<Refused>,
-    /// Applications' intents: the class each joins and who may claim it.
-    #[serde(default)]
-    pub intents: Vec<AppliedIntent>,
-    /// The id the next new class name gets.
-    pub next_id: u32,
-}
-
-/// An intent as the agent put it in the kernel.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct AppliedIntent {
-    /// `latency_sensitive`, `bulk`, `target_rate` or `deadline`.
-    pub intent: String,
-    /// The class a declaration joins.
-    pub class: String,
-    /// The cgroups whose processes may claim it.
-    pub cgroups: Vec<PathBuf>,
-}
-
-/// A policy the agent would not apply, and why.
-#[derive(Serialize, Deserialize, Clone, Debug)]
-pub struct Refused {
-    /// When, in seconds since the epoch.
-    pub at_unix: u64,
-    /// CRC-32 of the refused text, so an unchanged file is not refused again and again.
-    pub digest: String,
-    /// Each problem, one line each, file:line: key: what was expected.
-    pub errors: Vec<String>,
-}
-
-fn state_file() -> PathBuf {
-    Path::new(sys::STATE_DIR).join("policy.json")
-}
-
-/// The policy in force, if the agent applied one.
-pub fn applied() -> Result<Option<Applied>> {
-    match std::fs::read_to_string(state_file()) {
-        Ok(s) => Ok(Some(serde_json::from_str(&s).with_context(|| format!("reading {}", state_file().display()))?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", state_file().display())),
-    }
-}
-
-/// Records the policy in force.
-pub fn record(a: &Applied) -> Result<()> {
-    std::fs::create_dir_all(sys::STATE_DIR)?;
-    let tmp = state_file().with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(a)?)?;
-    std::fs::rename(&tmp, state_file()).with_context(|| format!("writing {}", state_file().display()))
-}
-
-/// Forgets the recorded policy (on unload).
-pub fn forget() -> Result<()> {
-    match std::fs::remove_file(state_file()) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", state_file().display())),
-        _ => Ok(()),
-    }
-}
-
-/// CRC-32 of a policy's text, as `Applied::digest` writes it.
-pub fn digest(text: &str) -> String {
-    format!("{:08x}", crc32fast::hash(text.as_bytes()))
-}
 
 /// A class ready for the kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -439,33 +337,6 @@ pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applie
     Ok(Ok(a))
 }
 
-/// Seconds since the epoch.
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// A class's connection counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClassCounts {
-    /// Connections the class took since it was made.
-    pub opened: u64,
-    /// Of those, closed since.
-    pub closed: u64,
-    /// Connections whose algorithm the kernel refused (not registered).
-    pub cc_failed: u64,
-    /// Clients per negotiation outcome, in `Negotiation::ALL`'s order.
-    pub negotiated: [u64; Negotiation::ALL.len()],
-    /// Answers that were malformed (taken as no answer).
-    pub malformed: u64,
-}
-
-impl ClassCounts {
-    /// Connections of the class open now.
-    pub fn open(&self) -> u64 {
-        self.opened.saturating_sub(self.closed)
-    }
-}
-
 /// The counts of class `id`.
 pub fn counts(id: u32) -> Result<ClassCounts> {
     let sums = agent::percpu_range_sums(&pinned("class_counters")?, id * NCOUNTERS..(id + 1) * NCOUNTERS)?;
@@ -493,7 +364,7 @@ pub fn prometheus_text() -> Result<String> {
     let counts = a.classes.iter().map(|c| counts(c.id)).collect::<Result<Vec<_>>>()?;
     let declared = a.intents.iter().map(|i| intent_counts(intent_number(&i.intent))).collect::<Result<Vec<_>>>()?;
     let mut s = metrics(&a, &counts, &declared);
-    if let Some(r) = crate::fleet::reconcile::fleet_state() {
+    if let Some(r) = sluice_platform::fleet::figures() {
         s.push_str(&fleet_metrics(&r));
     }
     Ok(s)
@@ -501,7 +372,7 @@ pub fn prometheus_text() -> Result<String> {
 
 /// An agent's fleet figures: the version it runs and the latest it saw, for `sluice admin
 /// status`'s view from each host.
-fn fleet_metrics(r: &crate::fleet::Report) -> String {
+fn fleet_metrics(r: &Report) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let seen = r.seen_version.or(r.version).unwrap_or(0);
@@ -667,7 +538,7 @@ mod tests {
     #[test]
     fn the_fleet_dashboard_reads_only_metrics_the_agent_exports() {
         let a = Applied { classes: vec![], ..Applied::default() };
-        let r = crate::fleet::Report {
+        let r = Report {
             version: Some(3),
             seen_version: Some(4),
             refused: Some((4, vec![])),

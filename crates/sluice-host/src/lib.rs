@@ -1,6 +1,7 @@
 //! sluice on real Linux hosts: TCP-INT in kernel TCP connections (a sockops agent), a software
 //! INT switch on tc, BPF congestion control (struct_ops), the platform's agent and its fleet mode
-//! on etcd, and a network-namespace testbed.
+//! on etcd, and a network-namespace testbed. What needs no kernel (the agent's record, the etcd
+//! client, the fleet's logic, `sluice admin`) is `sluice-platform`.
 
 pub mod agent;
 pub mod cc;
@@ -9,7 +10,6 @@ pub mod circuit;
 pub mod codec;
 pub mod delay;
 pub mod fleet;
-pub mod log;
 pub mod proxy;
 pub mod service;
 pub mod replay;

@@ -6,8 +6,10 @@
 //! connection, its algorithm and the policy in the kernel.
 
 use crate::agent::{self, LoadOptions};
-use crate::classes::{self, Applied, Refused};
-use crate::{log_error, log_info, log_warn, sys};
+use crate::classes;
+use crate::sys;
+use sluice_platform::applied::{self, digest, Applied, Refused};
+use sluice_platform::{log_error, log_info, log_warn};
 use anyhow::Result;
 use sluice_sim::scenario::host_policy;
 use std::path::{Path, PathBuf};
@@ -124,7 +126,7 @@ fn put_in_force(p: &host_policy::CheckedPolicy, file: &str) -> Result<()> {
         }
         // The checks ran a moment ago; a cgroup removed since is the one way here.
         Err(e) => {
-            refused(file, &classes::digest(p.text()), vec![e.to_string()])?;
+            refused(file, &digest(p.text()), vec![e.to_string()])?;
             Ok(())
         }
     }
@@ -143,8 +145,8 @@ fn say_applied(a: &Applied) {
 /// refused before.
 fn reload(path: &Path, file: &str, forced: bool) -> Result<()> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let digest = classes::digest(&text);
-    let Some(mut current) = classes::applied()? else { return put_or_refuse(path, file, &digest) };
+    let digest = digest(&text);
+    let Some(mut current) = applied::applied()? else { return put_or_refuse(path, file, &digest) };
     if forced {
         return put_or_refuse(path, file, &digest);
     }
@@ -152,7 +154,7 @@ fn reload(path: &Path, file: &str, forced: bool) -> Result<()> {
         // The file is the text in force again: a refusal of another text no longer stands.
         if let Some(r) = current.refused.take() {
             log_info!("sluice agent: policy {file} is the text in force again; the refusal of digest {} is cleared", r.digest);
-            classes::record(&current)?;
+            applied::record(&current)?;
         }
         return Ok(());
     }
@@ -175,8 +177,8 @@ fn refused(file: &str, digest: &str, errors: Vec<String>) -> Result<()> {
     for e in &errors {
         log_error!("{e}");
     }
-    let mut a = classes::applied()?.unwrap_or_default();
+    let mut a = applied::applied()?.unwrap_or_default();
     log_error!("policy {file} refused; generation {} stays in force", a.generation);
-    a.refused = Some(Refused { at_unix: classes::now_unix(), digest: digest.to_string(), errors });
-    classes::record(&a)
+    a.refused = Some(Refused { at_unix: applied::now_unix(), digest: digest.to_string(), errors });
+    applied::record(&a)
 }

@@ -13,8 +13,7 @@ use std::process::Command;
 pub const BPFFS: &str = "/sys/fs/bpf";
 /// The cgroup v2 hierarchy the agent attaches under by default.
 pub const CGROUP2_ROOT: &str = "/sys/fs/cgroup/unified";
-/// Where sluice keeps its record of what it set up (links and maps are pinned in bpffs).
-pub const STATE_DIR: &str = "/run/sluice";
+pub use sluice_platform::applied::STATE_DIR;
 
 /// Root of sluice's pins in bpffs.
 pub fn pin_root() -> PathBuf {

@@ -1442,7 +1442,7 @@ fn listener_in(ns: &str, port: u16, cgroup: &Path, back: &Path) -> JoinHandle<Ve
 /// (algorithm run, negotiation outcome) of one connection per class opened from host 0 to host 1,
 /// the outcome read from the class's counters in the kernel.
 fn kernel_outcomes(tb: &TestbedGuard, agent: &AgentGuard, peer_has_agent: bool) -> Vec<(String, String)> {
-    let applied = sluice_host::classes::applied().unwrap().expect("a policy in force");
+    let applied = sluice_platform::applied::applied().unwrap().expect("a policy in force");
     let server_cgroup = if peer_has_agent { agent.cgroup.clone() } else { agent.home.clone() };
     let mut out = vec![];
     for (class, port) in [("telemetry", 5801u16), ("marks", 5802)] {

@@ -1,4 +1,6 @@
-//! The simulator's modules import one another without a circle. A module is a file under `src/`
+//! Each crate's modules import one another without a circle, and each layer uses only those below
+//! it: the simulator's, the platform's and the CLI's (the Linux half's own layers are next). A
+//! module is a file under `src/`
 //! (a folder's `mod.rs` for the folder). It depends on another where it names that module's
 //! path, in a `use` or anywhere in its code: `crate::...`, `super::...`, `self::...`, a path
 //! through a name a `use` brought in from the crate (`use crate::cc::{self}`, then
@@ -35,7 +37,7 @@ fn sources(src: &Path) -> BTreeMap<String, String> {
 /// The module a file under `src/` is.
 fn module_of(rel: &str) -> Module {
     let mut parts: Module = rel.trim_end_matches(".rs").split('/').map(String::from).collect();
-    if parts.last().map(String::as_str) == Some("mod") || (parts.len() == 1 && parts[0] == "lib") {
+    if parts.last().map(String::as_str) == Some("mod") || (parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main")) {
         parts.pop();
     }
     parts
@@ -396,17 +398,29 @@ fn report(mods: &BTreeMap<Module, String>, edges: &Edges, circles: &[BTreeSet<Mo
     text
 }
 
+/// The crates checked, each with the fewest modules and dependencies its sources have, so a
+/// path that reads nothing fails.
+const CRATES: [(&str, usize, usize); 3] = [("sluice-sim", 90, 300), ("sluice-platform", 6, 8), ("sluice-cli", 8, 5)];
+
+/// A crate's modules and their dependencies, read from its `src/`.
+fn crate_graph(name: &str, min_mods: usize, min_edges: usize) -> (BTreeMap<Module, String>, Edges) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name).join("src");
+    let (mods, edges) = graph(&sources(&src));
+    assert!(mods.len() >= min_mods && edges.len() >= min_edges, "{name}: {} modules, {} dependencies: the sources were not read", mods.len(), edges.len());
+    (mods, edges)
+}
+
 #[test]
 fn no_module_reaches_itself_through_its_imports() {
-    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    let (mods, edges) = graph(&files);
-    assert!(mods.len() > 90 && edges.len() > 300, "{} modules, {} dependencies: the sources were not read", mods.len(), edges.len());
-    let found = circles(&mods, &edges);
-    assert!(
-        found.is_empty(),
-        "modules that import one another in a circle; move an item to the module it belongs with:\n{}",
-        report(&mods, &edges, &found)
-    );
+    for (name, min_mods, min_edges) in CRATES {
+        let (mods, edges) = crate_graph(name, min_mods, min_edges);
+        let found = circles(&mods, &edges);
+        assert!(
+            found.is_empty(),
+            "{name}: modules that import one another in a circle; move an item to the module it belongs with:\n{}",
+            report(&mods, &edges, &found)
+        );
+    }
 }
 
 #[test]
@@ -450,11 +464,14 @@ pub fn k() { crate::b::inner::Inner; }
     assert_eq!(report(&mods, &edges, &found), "a circle of 2 modules: a.rs c.rs\n  a.rs -> c.rs: a.rs:1, a.rs:2\n  c.rs -> a.rs: c.rs:1\n");
 }
 
-/// The simulator's layers, lowest first, by top-level module: a module may use its own layer's
-/// and those below, never one above. Core types; the network and the context every element acts
-/// through (it lends the wire store and the capture); algorithms and transports; flows, hosts
-/// and workloads on them; the engine that runs them; what reads scenarios and writes outputs.
-const LAYERS: [(&str, &[&str]); 6] = [
+/// Layers, lowest first, by top-level module: a module may use its own layer's and those below,
+/// never one above.
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// The simulator's layers. Core types; the network and the context every element acts through
+/// (it lends the wire store and the capture); algorithms and transports; flows, hosts and
+/// workloads on them; the engine that runs them; what reads scenarios and writes outputs.
+const LAYERS: Layers = &[
     ("core", &["time", "auto", "words", "ids", "prefetch", "packet", "event"]),
     ("net and context", &["net", "context"]),
     ("cc and transport", &["cc", "transport"]),
@@ -463,19 +480,28 @@ const LAYERS: [(&str, &[&str]); 6] = [
     ("scenario and outputs", &["scenario", "check", "metrics", "run", "fuzzing"]),
 ];
 
+/// The platform's layers: the agent's record, the log and the etcd client; the fleet's documents,
+/// reports and views; `sluice admin`'s commands; their command line.
+const PLATFORM_LAYERS: Layers = &[
+    ("records and clients", &["log", "applied", "etcd"]),
+    ("fleet", &["fleet"]),
+    ("admin", &["admin"]),
+    ("cli", &["cli"]),
+];
+
 /// The layer a module is in (`lib.rs` above them all).
-fn layer_of(m: &Module) -> Result<usize, String> {
-    let Some(top) = m.first() else { return Ok(LAYERS.len()) };
-    LAYERS.iter().position(|(_, tops)| tops.contains(&top.as_str())).ok_or_else(|| format!("module {top} is in no layer of LAYERS"))
+fn layer_of(layers: Layers, m: &Module) -> Result<usize, String> {
+    let Some(top) = m.first() else { return Ok(layers.len()) };
+    layers.iter().position(|(_, tops)| tops.contains(&top.as_str())).ok_or_else(|| format!("module {top} is in no layer"))
 }
 
 /// Every use of a module in a higher layer, as `from -> to (file:line, ..)`.
-fn upward(mods: &BTreeMap<Module, String>, edges: &Edges) -> Result<Vec<String>, String> {
+fn upward(layers: Layers, mods: &BTreeMap<Module, String>, edges: &Edges) -> Result<Vec<String>, String> {
     let mut found = Vec::new();
     for ((a, b), at) in edges {
-        let (la, lb) = (layer_of(a)?, layer_of(b)?);
+        let (la, lb) = (layer_of(layers, a)?, layer_of(layers, b)?);
         if lb > la {
-            found.push(format!("{} ({}) -> {} ({}): {}", mods[a], LAYERS[la].0, mods[b], LAYERS[lb].0, at.join(", ")));
+            found.push(format!("{} ({}) -> {} ({}): {}", mods[a], layers[la].0, mods[b], layers[lb].0, at.join(", ")));
         }
     }
     Ok(found)
@@ -483,9 +509,10 @@ fn upward(mods: &BTreeMap<Module, String>, edges: &Edges) -> Result<Vec<String>,
 
 #[test]
 fn no_layer_uses_one_above_it() {
-    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    let (mods, edges) = graph(&files);
-    assert!(mods.len() > 90 && edges.len() > 300, "{} modules, {} dependencies: the sources were not read", mods.len(), edges.len());
-    let found = upward(&mods, &edges).unwrap_or_else(|e| panic!("{e}"));
-    assert!(found.is_empty(), "uses of a higher layer; move the item down to the layer that uses it:\n{}", found.join("\n"));
+    for (name, layers) in [("sluice-sim", LAYERS), ("sluice-platform", PLATFORM_LAYERS)] {
+        let (_, min_mods, min_edges) = CRATES.iter().find(|c| c.0 == name).copied().unwrap();
+        let (mods, edges) = crate_graph(name, min_mods, min_edges);
+        let found = upward(layers, &mods, &edges).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(found.is_empty(), "{name}: uses of a higher layer; move the item down to the layer that uses it:\n{}", found.join("\n"));
+    }
 }

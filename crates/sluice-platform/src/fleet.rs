@@ -8,13 +8,12 @@
 //! - `<prefix>/seen/<host>`: the same report without a lease, so a host whose lease expired is
 //!   still shown, as stale, until `sluice admin forget` removes it.
 
-pub mod admin;
-pub mod etcd;
-pub mod reconcile;
-
 pub use crate::log::now_ms;
+use crate::applied::STATE_DIR;
+use crate::etcd::Etcd;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The key of the policy document.
@@ -190,6 +189,62 @@ impl Window {
 /// A host name for reports: the kernel's node name.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}
+
+/// The document in force and its etcd revision, if any was applied.
+pub fn current(etcd: &Etcd, prefix: &str) -> anyhow::Result<Option<(Document, i64)>> {
+    match etcd.get(&policy_key(prefix), None)? {
+        Some(kv) => Ok(Some((Document::from_bytes(&kv.value)?, kv.mod_revision))),
+        None => Ok(None),
+    }
+}
+
+/// Where the enforcing agent keeps its fleet figures beside the pins, for `sluice agent status`
+/// and the Prometheus export.
+pub fn figures_file() -> PathBuf {
+    Path::new(STATE_DIR).join("fleet.json")
+}
+
+/// Writes the agent's fleet figures (atomically); a failure leaves the last ones.
+pub fn write_figures(r: &Report) {
+    let tmp = Path::new(STATE_DIR).join(".fleet.json.tmp");
+    if let Ok(b) = serde_json::to_vec(r) {
+        if std::fs::write(&tmp, b).is_ok() {
+            let _ = std::fs::rename(&tmp, figures_file());
+        }
+    }
+}
+
+/// The fleet figures the agent last wrote, if it runs in fleet mode.
+pub fn figures() -> Option<Report> {
+    std::fs::read(figures_file()).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+/// Removes the fleet figures, with the rest of what the agent keeps; fine when there are none.
+pub fn remove_figures() -> anyhow::Result<()> {
+    use anyhow::Context;
+    match std::fs::remove_file(figures_file()) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", figures_file().display())),
+        _ => Ok(()),
+    }
+}
+
+/// The fleet part of `sluice agent status`: the host's name, the versions it runs and saw, when
+/// it last reported, and what keeps it from watching or reporting; empty outside fleet mode.
+pub fn figures_text() -> String {
+    let Some(r) = figures() else { return String::new() };
+    let v = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+    let mut s = format!(
+        "fleet: host {}, version {} in force, latest seen {}, last report {}s ago\n",
+        r.host,
+        v(r.version),
+        v(r.seen_version.or(r.version)),
+        now_ms().saturating_sub(r.reported_unix_ms) / 1000
+    );
+    for f in r.failing() {
+        s.push_str(&format!("  failing: {f}\n"));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! revision, so two admins applying at once cannot both win; `diff`, `history` and `rollback` read
 //! etcd's revisions of the document; `status` lists the hosts' reports.
 
-use super::etcd::{Etcd, EtcdError};
-use super::{hostname, now_ms, policy_key, seen_key, Document, Report};
-use crate::classes::digest;
+use crate::applied::digest;
+use crate::etcd::{Etcd, EtcdError};
+use crate::fleet::{current, hostname, now_ms, policy_key, seen_key, Document, Report};
 use crate::log::utc;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
@@ -13,14 +13,6 @@ use sluice_sim::scenario::host_policy::{self, CheckedPolicy};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
-
-/// The document in force and its etcd revision, if any was applied.
-pub fn current(etcd: &Etcd, prefix: &str) -> Result<Option<(Document, i64)>> {
-    match etcd.get(&policy_key(prefix), None)? {
-        Some(kv) => Ok(Some((Document::from_bytes(&kv.value)?, kv.mod_revision))),
-        None => Ok(None),
-    }
-}
 
 /// Reads and checks a policy file as the agents will: every error names the file, line and key.
 pub fn check_file(path: &Path) -> Result<CheckedPolicy> {

@@ -5,11 +5,13 @@
 //! kernel: the last version stays in force, a restart runs it from disk, and the watch resumes
 //! from the last revision seen, so no version is skipped.
 
-use super::etcd::{Etcd, Event, Unreachable, Watched};
-use super::{host_key, now_ms, policy_key, seen_key, ClassReport, Document, Outcomes, Report, Window};
-use crate::classes::{self, digest};
+use crate::classes;
 use crate::service::{self, Stopped};
-use crate::{log_error, log_info, log_warn, sys};
+use crate::sys;
+use sluice_platform::applied::{self, digest};
+use sluice_platform::etcd::{Etcd, Event, Unreachable, Watched};
+use sluice_platform::fleet::{self, host_key, now_ms, policy_key, seen_key, ClassReport, Document, Outcomes, Report, Window};
+use sluice_platform::{log_error, log_info, log_warn};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sluice_sim::cc::negotiation::Negotiation;
@@ -82,7 +84,7 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     std::fs::create_dir_all(&o.state_dir).with_context(|| format!("--state-dir {}: cannot create it", o.state_dir.display()))?;
     let cached: Option<Cached> = std::fs::read(cache_file(&o.state_dir)).ok().and_then(|b| serde_json::from_slice(&b).ok());
     // etcd is asked once before anything loads: a wrong URL or certificate says so at once.
-    let first = match super::admin::current(&o.etcd, &o.prefix) {
+    let first = match fleet::current(&o.etcd, &o.prefix) {
         Ok(d) => d,
         Err(e) if e.downcast_ref::<Unreachable>().is_some() && cached.is_some() => {
             log_warn!("{e}; running version {} from {} until it answers", cached.as_ref().unwrap().document.version, o.state_dir.display());
@@ -95,10 +97,10 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     };
     if !o.dry_run {
         service::load_or_adopt(&o.cgroup)?;
-        if let Some(other) = fleet_state().filter(|r| r.host != o.host) {
+        if let Some(other) = fleet::figures().filter(|r| r.host != o.host) {
             log_warn!(
                 "{} holds the fleet figures of host {}'s agent; this agent reports as {} and replaces them (--host names the host)",
-                fleet_state_file().display(),
+                fleet::figures_file().display(),
                 other.host,
                 o.host
             );
@@ -179,7 +181,7 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
         }
         if hup.swap(false, Ordering::Relaxed) {
             // SIGHUP: the version in force again, e.g. after a cgroup it names was created.
-            if let Ok(Some((doc, rev))) = super::admin::current(&o.etcd, &o.prefix) {
+            if let Ok(Some((doc, rev))) = fleet::current(&o.etcd, &o.prefix) {
                 agent.in_force = None;
                 agent.put_in_force(&doc, rev);
                 let _ = nudge.send(());
@@ -448,7 +450,7 @@ fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, 
             let mut state = report.lock().unwrap().clone();
             state.reported_unix_ms = reported_ms;
             state.report_error = failing.clone();
-            write_fleet_state(&state);
+            fleet::write_figures(&state);
         }
     }
     if lease != 0 {
@@ -462,7 +464,7 @@ fn current_report(o: &FleetOptions, report: &Mutex<Report>, window: &mut Window)
     r.reported_unix_ms = now_ms();
     r.report_error = None;
     if !o.dry_run {
-        if let Ok(Some(a)) = classes::applied() {
+        if let Ok(Some(a)) = applied::applied() {
             for c in &mut r.classes {
                 let Some(id) = a.classes.iter().find(|x| x.name == c.name).map(|x| x.id) else { continue };
                 if let Ok(n) = classes::counts(id) {
@@ -480,51 +482,4 @@ fn current_report(o: &FleetOptions, report: &Mutex<Report>, window: &mut Window)
         c.recent = recent.remove(&c.name).unwrap_or_default();
     }
     r
-}
-
-/// Where the agent keeps its fleet figures beside the pins, for `sluice agent status` and the
-/// Prometheus export.
-fn fleet_state_file() -> PathBuf {
-    Path::new(sys::STATE_DIR).join("fleet.json")
-}
-
-/// Writes the fleet figures (atomically).
-fn write_fleet_state(r: &Report) {
-    let tmp = Path::new(sys::STATE_DIR).join(".fleet.json.tmp");
-    if let Ok(b) = serde_json::to_vec(r) {
-        if std::fs::write(&tmp, b).is_ok() {
-            let _ = std::fs::rename(&tmp, fleet_state_file());
-        }
-    }
-}
-
-/// Removes the fleet figures, with the rest of what the agent keeps; fine when there are none.
-pub fn remove_fleet_state() -> Result<()> {
-    match std::fs::remove_file(fleet_state_file()) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", fleet_state_file().display())),
-        _ => Ok(()),
-    }
-}
-
-/// The fleet figures the agent last wrote, if it runs in fleet mode.
-pub fn fleet_state() -> Option<Report> {
-    std::fs::read(fleet_state_file()).ok().and_then(|b| serde_json::from_slice(&b).ok())
-}
-
-/// The fleet part of `sluice agent status`: the host's name, the versions it runs and saw, when
-/// it last reported, and what keeps it from watching or reporting; empty outside fleet mode.
-pub fn fleet_status_text() -> String {
-    let Some(r) = fleet_state() else { return String::new() };
-    let v = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
-    let mut s = format!(
-        "fleet: host {}, version {} in force, latest seen {}, last report {}s ago\n",
-        r.host,
-        v(r.version),
-        v(r.seen_version.or(r.version)),
-        now_ms().saturating_sub(r.reported_unix_ms) / 1000
-    );
-    for f in r.failing() {
-        s.push_str(&format!("  failing: {f}\n"));
-    }
-    s
 }
