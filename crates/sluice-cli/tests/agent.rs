@@ -313,7 +313,7 @@ fn bad_policies_name_file_line_key_and_load_nothing() {
         let out = run(&["agent", "--policy", path.to_str().unwrap(), "--cgroup", "/sys/fs/cgroup/unified/sluice-test-agent-bad"]);
         assert_eq!(out.status.code(), Some(2));
         assert!(text(&out.stderr).contains("nothing was loaded or changed"), "{}", text(&out.stderr));
-        assert!(agent::state().unwrap().is_none() && !agent::pin("").exists(), "a refused start loaded nothing");
+        assert!(agent::state().unwrap().is_none() && !sluice_host::pins::pin("").exists(), "a refused start loaded nothing");
         assert!(!Path::new("/sys/fs/cgroup/unified/sluice-test-agent-bad").exists());
     }
 }

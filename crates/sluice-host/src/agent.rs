@@ -4,7 +4,8 @@
 
 use crate::cc;
 use crate::skel::{agent::AgentSkelBuilder, cc_select::CcSelectSkelBuilder};
-use crate::sys::{self, pin_root};
+use crate::pins::{dir, open_pinned, pin, read_counters};
+use crate::sys;
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -81,15 +82,6 @@ impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions { cgroup: DEFAULT_CGROUP.into(), int_enabled: true, echo_enabled: true, sample_ns: 100_000, register_cc: true }
     }
-}
-
-fn dir() -> PathBuf {
-    pin_root().join("agent")
-}
-
-/// Pin path of one of the agent's maps or links.
-pub fn pin(name: &str) -> PathBuf {
-    dir().join(name)
 }
 
 fn state_file() -> PathBuf {
@@ -267,10 +259,6 @@ impl EchoBounds {
     }
 }
 
-fn open_pinned(name: &str) -> Result<MapHandle> {
-    MapHandle::from_pinned_path(pin(name)).map_err(|e| anyhow!("the host agent is not loaded (run `sluice host load`): {} ({e})", pin(name).display()))
-}
-
 /// Reads the runtime switches.
 pub fn config() -> Result<Config> {
     let m = open_pinned("agent_config")?;
@@ -310,26 +298,6 @@ pub fn set_echo_bounds(b: EchoBounds) -> Result<Config> {
     Ok(c)
 }
 
-/// Sums a pinned per-CPU counter array.
-pub fn read_counters(map: &str, n: usize) -> Result<Vec<u64>> {
-    let m = open_pinned(map)?;
-    percpu_sums(&m, n)
-}
-
-/// Sums each of the first `n` slots of a per-CPU array of u64 over CPUs.
-pub fn percpu_sums(m: &dyn MapCore, n: usize) -> Result<Vec<u64>> {
-    percpu_range_sums(m, 0..n as u32)
-}
-
-/// Sums each slot in `keys` of a per-CPU array of u64 over CPUs.
-pub fn percpu_range_sums(m: &dyn MapCore, keys: std::ops::Range<u32>) -> Result<Vec<u64>> {
-    keys.map(|k| {
-        let per_cpu = m.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-        Ok(per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap())).sum())
-    })
-    .collect()
-}
-
 /// Detaches and unpins everything `load` made; safe to run when nothing is loaded.
 pub fn unload() -> Result<Vec<String>> {
     sys::require_root("unloading the host agent")?;
@@ -345,7 +313,7 @@ pub fn unload() -> Result<Vec<String>> {
         sys::remove_pins(&dir())?;
         done.push(format!("removed pins {}", dir().display()));
     }
-    let root = pin_root();
+    let root = sys::pin_root();
     if root.exists() && fs::read_dir(&root)?.next().is_none() {
         fs::remove_dir(&root)?;
     }
@@ -422,7 +390,7 @@ pub fn policy_list() -> Result<Vec<(String, u64, String)>> {
     Ok(out)
 }
 
-/// A human-readable report of the agent.
+/// A human-readable report of the agent's programs, switches and counters.
 pub fn status_text() -> Result<String> {
     use std::fmt::Write;
     let mut s = String::new();
@@ -445,8 +413,6 @@ pub fn status_text() -> Result<String> {
     for (kind, value, name) in policy_list()? {
         writeln!(s, "  policy {kind} {value} -> {name}")?;
     }
-    s.push_str(&crate::classes::status_text()?);
-    s.push_str(&sluice_platform::fleet::figures_text());
     Ok(s)
 }
 

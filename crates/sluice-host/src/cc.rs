@@ -45,7 +45,7 @@ impl SharedMaps {
     /// The maps the loaded agent pinned.
     pub fn pinned() -> Result<SharedMaps> {
         let open = |name: &str| {
-            MapHandle::from_pinned_path(crate::agent::pin(name))
+            MapHandle::from_pinned_path(crate::pins::pin(name))
                 .with_context(|| format!("the host agent's map {name} (is the agent loaded?)"))
         };
         Ok(SharedMaps { int_sk_store: open("int_sk_store")?, class_sk: open("class_sk")?, class_params: open("class_params")? })

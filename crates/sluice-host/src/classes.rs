@@ -5,11 +5,11 @@
 //! the generation. Each class keeps an id while its name stays in the policy, so the per-class
 //! connection counters survive reloads and agent restarts.
 
-use crate::agent;
+use crate::pins::{open_pinned as pinned, percpu_range_sums};
 use crate::cc;
 use crate::sys;
-use anyhow::{anyhow, Result};
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use anyhow::Result;
+use libbpf_rs::{MapCore, MapFlags};
 use sluice_platform::applied::{applied, digest, now_unix, record, Applied, AppliedClass, AppliedIntent, ClassCounts};
 use sluice_platform::fleet::Report;
 use sluice_sim::cc::negotiation::{Negotiation, Offer};
@@ -262,11 +262,6 @@ fn slot_bytes(s: Option<&Slot>) -> Vec<u8> {
     b
 }
 
-fn pinned(name: &str) -> Result<MapHandle> {
-    MapHandle::from_pinned_path(agent::pin(name))
-        .map_err(|e| anyhow!("the host agent is not loaded (run `sluice agent` or `sluice host load`): {} ({e})", agent::pin(name).display()))
-}
-
 /// Checks a policy on this host, without applying it; the errors name the file, line and key.
 pub fn check(p: &CheckedPolicy) -> Result<(), ScenarioError> {
     let kernel = cc::available().unwrap_or_default();
@@ -339,7 +334,7 @@ pub fn apply(p: &CheckedPolicy, file: &str) -> Result<std::result::Result<Applie
 
 /// The counts of class `id`.
 pub fn counts(id: u32) -> Result<ClassCounts> {
-    let sums = agent::percpu_range_sums(&pinned("class_counters")?, id * NCOUNTERS..(id + 1) * NCOUNTERS)?;
+    let sums = percpu_range_sums(&pinned("class_counters")?, id * NCOUNTERS..(id + 1) * NCOUNTERS)?;
     let n = Negotiation::ALL.len();
     Ok(ClassCounts { opened: sums[0], closed: sums[1], cc_failed: sums[2], negotiated: sums[3..3 + n].try_into().unwrap(), malformed: sums[3 + n] })
 }
@@ -348,7 +343,7 @@ pub fn counts(id: u32) -> Result<ClassCounts> {
 /// (`INTENT_OUTCOMES`' order).
 pub fn intent_counts(intent: u32) -> Result<[u64; 4]> {
     let n = INTENT_OUTCOMES.len() as u32;
-    let sums = agent::percpu_range_sums(&pinned("intent_counters")?, intent * n..(intent + 1) * n)?;
+    let sums = percpu_range_sums(&pinned("intent_counters")?, intent * n..(intent + 1) * n)?;
     Ok(sums.try_into().expect("one sum per outcome"))
 }
 

@@ -182,6 +182,15 @@ fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
     }
 }
 
+/// `sluice agent status` and the first part of `sluice host status`: the programs, the policy in
+/// force and, in fleet mode, the fleet figures.
+fn agent_status() -> Result<String> {
+    if agent::state()?.is_none() {
+        return Ok("host agent: not loaded\n".into());
+    }
+    Ok(format!("{}{}{}", agent::status_text()?, crate::classes::status_text()?, sluice_platform::fleet::figures_text()))
+}
+
 /// `sluice agent status|check`.
 #[derive(Subcommand, Debug)]
 pub enum AgentCmd {
@@ -201,7 +210,7 @@ pub fn run_agent(args: AgentArgs) -> Result<()> {
         bail!("--label and --dry-run belong to fleet mode: add --etcd URL");
     }
     match (args.cmd, args.policy) {
-        (Some(AgentCmd::Status), _) => print!("{}", agent::status_text()?),
+        (Some(AgentCmd::Status), _) => print!("{}", agent_status()?),
         (Some(AgentCmd::Check { policy }), _) => {
             let p = crate::service::check(&policy).map_err(anyhow::Error::msg)?;
             let names: Vec<String> = p.classes.iter().map(|c| format!("{} ({})", c.name, c.cc)).collect();
@@ -435,7 +444,7 @@ pub fn run_host(cmd: HostCmd) -> Result<()> {
             }
         }
         HostCmd::Status { netns, cgroup: _ } => {
-            print!("{}", agent::status_text()?);
+            print!("{}", agent_status()?);
             if sys::pin_root().join("switch").exists() || netns.is_some() {
                 print!("{}", switch::status_text(netns.as_deref())?);
             }

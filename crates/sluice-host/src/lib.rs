@@ -10,6 +10,7 @@ pub mod circuit;
 pub mod codec;
 pub mod delay;
 pub mod fleet;
+pub mod pins;
 pub mod proxy;
 pub mod service;
 pub mod replay;

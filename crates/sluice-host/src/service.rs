@@ -109,7 +109,7 @@ pub fn load_or_adopt(cgroup: &Path) -> Result<()> {
             log_info!(
                 "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
                 st.cgroup.display(),
-                agent::pin("").display(),
+                crate::pins::pin("").display(),
                 st.ccs.join(" ")
             );
         }

@@ -345,7 +345,7 @@ pub fn reset_stats(dev: &str, netns: Option<&str>) -> Result<()> {
 pub fn counters(netns: Option<&str>) -> Result<Vec<u64>> {
     let m = MapHandle::from_pinned_path(pin_dir(netns).join("switch_counters"))
         .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
-    crate::agent::percpu_sums(&m, COUNTERS.len())
+    crate::pins::percpu_sums(&m, COUNTERS.len())
 }
 
 /// A human-readable report of the switch in a namespace.

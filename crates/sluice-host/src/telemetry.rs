@@ -2,6 +2,7 @@
 //! the views on them (trace lines, a flow table, log2 histograms, Prometheus metrics).
 
 use crate::agent;
+use crate::pins;
 use anyhow::{anyhow, bail, Result};
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 use sluice_sim::packet::tcp_int::{IntEncoding, IntReading};
@@ -129,7 +130,7 @@ fn install_stop_handler() {
 
 /// Feeds every record to `f` for `duration` (None: until SIGINT), calling `tick` about once a second.
 pub fn consume(duration: Option<Duration>, mut f: impl FnMut(&Event), mut tick: impl FnMut()) -> Result<()> {
-    let map = MapHandle::from_pinned_path(agent::pin("int_events"))
+    let map = MapHandle::from_pinned_path(pins::pin("int_events"))
         .map_err(|e| anyhow!("the host agent is not loaded (run `sluice host load`): {e}"))?;
     install_stop_handler();
     STOP.store(false, Ordering::SeqCst);
@@ -438,7 +439,7 @@ pub fn export(listen: &str, duration: Option<Duration>) -> Result<()> {
         let enc = IntEncoding::default();
         while !d2.load(Ordering::SeqCst) {
             let Ok(Some(req)) = s2.recv_timeout(Duration::from_millis(200)) else { continue };
-            let counters = agent::read_counters("agent_counters", agent::COUNTERS.len()).unwrap_or_default();
+            let counters = pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap_or_default();
             let mut body = prometheus_text(&f2.lock().unwrap(), &counters, &enc);
             body.push_str(&crate::classes::prometheus_text().unwrap_or_default());
             let header = tiny_http::Header::from_bytes("Content-Type", "text/plain; version=0.0.4").expect("static header");

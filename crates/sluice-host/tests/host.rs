@@ -7,6 +7,7 @@
 
 use sluice_host::agent::{self, LoadOptions, PolicyKey};
 use sluice_host::codec;
+use sluice_host::pins;
 use sluice_host::switch::{self, PortConfig};
 use sluice_host::sys::{self, NetnsGuard};
 use sluice_host::telemetry;
@@ -184,7 +185,7 @@ fn congestion_control(s: &TcpStream) -> String {
 }
 
 fn agent_counter(i: usize) -> u64 {
-    agent::read_counters("agent_counters", agent::COUNTERS.len()).unwrap()[i]
+    pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap()[i]
 }
 
 /// A kernel SNMP counter (e.g. Tcp InCsumErrors) in a network namespace.
@@ -310,7 +311,7 @@ fn switch_program_stamps_the_shared_vectors() {
     let cfg = PortConfig { pinned_int_val: pinned, ..PortConfig::default() };
     skel.maps.port_cfgs.update(&1u32.to_ne_bytes(), &cfg.to_bytes(false), MapFlags::ANY).unwrap();
     skel.maps.port_states.update(&1u32.to_ne_bytes(), &[0u8; 64], MapFlags::ANY).unwrap();
-    let counters = |i: usize| sluice_host::agent::percpu_sums(&skel.maps.switch_counters, switch::COUNTERS.len()).unwrap()[i];
+    let counters = |i: usize| sluice_host::pins::percpu_sums(&skel.maps.switch_counters, switch::COUNTERS.len()).unwrap()[i];
 
     let run = |input: &[u8]| -> Vec<u8> {
         let mut out = vec![0u8; input.len() + 64];
@@ -726,7 +727,7 @@ fn cc_policy_follows_the_cgroup_of_the_connecting_process() {
     let default = sys::run("ip", &["netns", "exec", &h1, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).unwrap().trim().to_string();
     let s1 = sink(&h3, 5901, 2);
     let s2 = sink(&h3, 5902, 1);
-    let set0 = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0];
+    let set0 = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0];
 
     child.enter();
     let in_child = connect_cc(&h1, dst, 5901);
@@ -735,7 +736,7 @@ fn cc_policy_follows_the_cgroup_of_the_connecting_process() {
     let outside = connect_cc(&h1, dst, 5901);
     s1.join().unwrap();
     s2.join().unwrap();
-    let set = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0] - set0;
+    let set = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0] - set0;
     println!("cc policy: from cgroup {} -> {in_child}; port 5902 -> {port_wins}; outside the cgroup -> {outside} (netns default {default}); {set} sets", child.path.display());
     assert_eq!(in_child, "ecn_int", "a connection from the mapped cgroup runs the cgroup's algorithm");
     assert_eq!(port_wins, "retcp", "a port entry outranks the cgroup entry");
@@ -841,7 +842,7 @@ fn malformed_options_on_the_wire_are_counted_and_ignored() {
 /// What the agent stored of the last echo a socket received: (INTecr, LatEcr, echoes so far),
 /// read from its socket storage by descriptor (`struct int_sk`).
 fn stored_echo(c: &TcpStream) -> (u8, u32, u64) {
-    let m = libbpf_rs::MapHandle::from_pinned_path(agent::pin("int_sk_store")).expect("pinned int_sk_store");
+    let m = libbpf_rs::MapHandle::from_pinned_path(pins::pin("int_sk_store")).expect("pinned int_sk_store");
     let v = libbpf_rs::MapCore::lookup(&m, &c.as_raw_fd().to_ne_bytes(), libbpf_rs::MapFlags::ANY)
         .expect("socket storage lookup")
         .expect("the socket has agent storage");
@@ -920,7 +921,7 @@ fn forged_echoes_are_clamped_and_counted() {
     // Operators see them: `sluice host status` and the Prometheus export name both counters.
     let status = agent::status_text().unwrap();
     assert!(status.contains("echoes clamped to: queue <= 262144 B, util <= 110%, latency <= 2000000 ns"), "{status}");
-    let counters = agent::read_counters("agent_counters", agent::COUNTERS.len()).unwrap();
+    let counters = pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap();
     for (name, i) in [("echo_int_clamped", agent::ECHO_INT_CLAMPED), ("echo_lat_clamped", agent::ECHO_LAT_CLAMPED)] {
         assert!(status.contains(&format!("  {name:16} {}\n", counters[i])), "{status}");
         let prom = telemetry::prometheus_text(&telemetry::Flows::new(), &counters, &enc);
@@ -1478,7 +1479,7 @@ fn negotiation_outcomes_on_real_tcp_equal_the_simulators() {
     sluice_host::classes::apply(&policy, "negotiation policy").unwrap().expect("the policy applied");
     let (sw, port) = (tb.0.switch.clone(), tb.0.hosts[1].switch_port.clone());
     let normal = switch::port_config(&port, Some(&sw)).unwrap();
-    let answered0 = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED];
+    let answered0 = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED];
     // (case, the simulator's overrides, the switch port towards the peer, the peer runs the agent)
     let cases: [(&str, &[&str], PortConfig, bool); 4] = [
         ("both ends with the agent", &[], normal, true),
@@ -1498,7 +1499,7 @@ fn negotiation_outcomes_on_real_tcp_equal_the_simulators() {
     switch::set_port_config(&port, Some(&sw), &normal).unwrap();
     // Each fallback case moves at least one class, and only the agentless peer answers nothing.
     assert!(fallbacks >= 4, "{fallbacks} fallbacks over the four cases");
-    let answered = agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED] - answered0;
+    let answered = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED] - answered0;
     assert_eq!(answered, 6, "the peer's agent answered both classes in the three cases it was there");
     let seen = switch::counters(Some(&sw)).unwrap()[switch::NEG_SEEN];
     assert!(seen >= 8, "the switch saw every proposal: {seen}");
@@ -1519,7 +1520,7 @@ fn malformed_negotiation_options_are_counted_and_not_answered() {
         &[253, 6, 0x53, 0x4c, 0xb0, 0x00],      // a byte too many
         &[1, 1, 1, 253, 5, 0x53, 0x4c],         // runs past the header's end
     ];
-    let read = || agent::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap();
+    let read = || pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap();
     let (c0, sw0) = (read(), switch::counters(Some(&sw)).unwrap()[switch::NEG_MALFORMED]);
     in_netns(&h1, move || {
         let raw = RawSocket::open();
