@@ -71,7 +71,7 @@ fn register(name: &str, bytes: &[u8]) -> Result<(Object, Link)> {
         for mut m in open.maps_mut() {
             let shared = m.name().to_str().map(String::from).filter(|n| ["int_sk_store", "class_sk", "class_params"].contains(&n.as_str()));
             if let Some(n) = shared {
-                let pinned = libbpf_rs::MapHandle::from_pinned_path(sluice_host::agent::pin(&n))?;
+                let pinned = libbpf_rs::MapHandle::from_pinned_path(sluice_host::pins::pin(&n))?;
                 m.reuse_fd(pinned.as_fd()).with_context(|| format!("sharing the agent's {n}"))?;
             }
         }
