@@ -7,6 +7,9 @@
 //! stop the agent, unload it and leave the cgroup, also when an assertion fails.
 #![cfg(feature = "host")]
 
+mod common;
+
+use common::stamped;
 use sluice_host::{agent, classes, sys};
 use sluice_platform::applied;
 use std::io::{Read, Write};
@@ -243,12 +246,6 @@ fn classes_choose_algorithms_and_a_restarted_agent_keeps_every_connection() {
     let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(log.contains("the refusal of digest") && log.lines().all(stamped), "every line of the log has its time:\n{log}");
     assert_eq!(chosen(&pair(7050)).0, "newreno", "after SIGTERM the policy stays in force");
-}
-
-/// Whether a log line starts with its UTC time, `2026-12-02T06:45:41.123Z `.
-fn stamped(line: &str) -> bool {
-    let b = line.as_bytes();
-    b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
 }
 
 /// A policy with one bad class is refused whole, with the file, line and key; the one in force

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{apply, now_ms, sluice, text, wait_for, Cluster};
+use common::{apply, now_ms, sluice, stamped, text, wait_for, Cluster};
 use sluice_host::{agent, sys};
 use sluice_platform::admin;
 use sluice_platform::applied;
@@ -397,11 +397,6 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
 /// The window over which h0 reports its negotiations.
 const WINDOW_S: u64 = 8;
 
-/// Whether an agent's log line starts with its UTC time, `2026-12-02T06:45:41.123Z `.
-fn stamped(line: &str) -> bool {
-    let b = line.as_bytes();
-    b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
-}
 
 /// Runs a command that must succeed.
 fn must(cmd: &mut Command) -> String {

@@ -377,10 +377,9 @@ fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, 
     // When the last report went through, in milliseconds since the epoch.
     let mut reported_ms = 0;
     while !term.load(Ordering::Relaxed) {
-        let now = Instant::now();
         match nudged.recv_timeout(Duration::from_millis(50)) {
             // News (a version, a watch that fails or works again) is reported at once.
-            Ok(()) => (pending, retry_at) = (true, now),
+            Ok(()) => (pending, retry_at) = (true, Instant::now()),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }

@@ -1,5 +1,6 @@
-//! What the fleet tests share: the binary, an etcd cluster on loopback started and stopped by the
-//! test, and `sluice admin apply` as an operator runs it.
+//! What the platform's tests share (admin, agent, fleet): the binary, an etcd cluster on loopback
+//! started and stopped by the test, `sluice admin apply` as an operator runs it, and the agent
+//! log's time stamp.
 #![allow(dead_code)]
 
 use sluice_platform::etcd::{Connect, Etcd};
@@ -120,4 +121,10 @@ pub fn apply(dir: &Path, urls: &str, k: u64) -> u64 {
     assert!(o.status.success(), "admin apply v{k}: {}{}", text(&o.stdout), text(&o.stderr));
     assert!(text(&o.stdout).contains(&format!("version {k} applied")), "{}", text(&o.stdout));
     t0
+}
+
+/// Whether an agent's log line starts with its UTC time, `2026-12-02T06:45:41.123Z `.
+pub fn stamped(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 25 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z' && b[24] == b' ' && b[..4].iter().all(u8::is_ascii_digit)
 }
