@@ -11,9 +11,13 @@ A query is a 2 KB request answered with 32 KB, one outstanding per reader, 1 ms 
 its completion time is request to last response byte. Backup throughput is both receivers'
 goodput together, after a one-second warm-up.
 
+Each run records its evidence with `sluice testbed record` (docs/twin.md): drops at every
+switch port, the kernels' retransmissions and RTOs, the queue over time, and CPU per core. A run
+in which a core was saturated is left out of the means and counted apart.
+
 Run as root, with the Linux half built:
   cargo build --release -p sluice-cli --features host
-  sudo target/venv-test/bin/python tools/opencc-host-grid.py [--secs 5] [--repeats 3]
+  sudo target/venv-test/bin/python tools/opencc-host-grid.py [--secs 5] [--repeats 3] [--offloads off|linux]
 """
 
 import argparse
@@ -168,12 +172,17 @@ def apply_policy(path, version, query, backup, sluice, agent):
     raise RuntimeError(f"the agent did not apply policy version {version}: {agent.stderr.read() if agent.poll() is not None else 'still running'}")
 
 
-def cell(secs):
-    """One run of the current policy: backup MB/s, query completion times (ms), algorithms."""
+def cell(secs, sluice, evidence_dir):
+    """One run of the current policy: backup MB/s, query completion times (ms), algorithms, and
+    the run's evidence (drops at the receivers' ports, retransmissions, RTOs, CPU-bound)."""
     sinks = [(r, spawn(r, "sink", BACKUP_PORT, len(s), secs)) for r, s in BACKUPS]
     servers = [spawn(srv, "rpc-server", QUERY_PORT) for _, srv in QUERIES]
     for p in [p for _, p in sinks] + servers:
         ready(p)
+    recorder = subprocess.Popen(
+        [sluice, "testbed", "record", "--prefix", PREFIX, "--secs", str(secs + WARMUP), "--sample-ms", "20", "--out", str(evidence_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
     senders = [spawn(s, "bulk", addr(r), BACKUP_PORT, secs) for r, ss in BACKUPS for s in ss]
     readers = [spawn(r, "rpc-client", addr(srv), QUERY_PORT, secs) for r, srv in QUERIES]
     limit = secs + WARMUP + 30
@@ -181,12 +190,21 @@ def cell(secs):
     sent = [result(p, limit) for p in senders]
     sunk = [result(p, limit) for _, p in sinks]
     served = [result(p, limit) for p in servers]
+    if recorder.wait(timeout=limit) != 0:
+        raise RuntimeError(f"sluice testbed record failed: {recorder.stderr.read()}")
+    ev = json.loads((evidence_dir / "evidence.json").read_text())
     times = sorted(t * 1e3 for g in got for t in g["times"])
+    total = lambda key: sum(h["counters"][key] for h in ev["hosts"])
     return {
         "backup_MBps": sum(s["bytes"] for s in sunk) / secs / 1e6,
         "query_ms": times,
         "backup_ran": {s["cc"] for s in sent},
         "query_ran": {s["cc"] for s in served},
+        # The backups' receivers' ports (S1 and S2) are the congested ones.
+        "drops": sum(p["sent"]["drops"] for p in ev["ports"] if p["port"] in ("p1", "p2")),
+        "retrans": total("Tcp.RetransSegs"),
+        "rtos": total("TcpExt.TCPTimeouts"),
+        "cpu_bound": ev["cpu_bound"],
     }
 
 
@@ -194,10 +212,11 @@ def p95(xs):
     return xs[min(len(xs) - 1, int(0.95 * len(xs)))] if xs else float("nan")
 
 
-def host_setup(sluice):
+def host_setup(sluice, offloads):
     sh(sluice, "testbed", "down", "--prefix", PREFIX, check=False)
-    # A third of a 1 MB shared buffer per congested port, as the scenario's switch gives it.
-    sh(sluice, "testbed", "up", "--prefix", PREFIX, "--hosts", "4", "--rate", "1gbit", "--ce-threshold", "30000", "--queue-packets", "220")
+    # A third of a 1 MB shared buffer per congested port, as the scenario's switch gives it, in
+    # bytes (a packet limit would hold many frames a packet with offloads on).
+    sh(sluice, "testbed", "up", "--prefix", PREFIX, "--hosts", "4", "--rate", "1gbit", "--ce-threshold", "30000", "--queue-bytes", "333333", "--offloads", offloads)
     for h in range(1, 5):
         ns = f"{PREFIX}-h{h}"
         # The scenario's 10 ms minimum RTO (Linux's is 200 ms), on every route of the host.
@@ -227,8 +246,9 @@ def simulator_grid(sluice, out):
     return grid
 
 
-def tables(kernel, sim):
-    """Markdown: for each figure, the kernel's (mean over repeats, with the range) and the simulator's."""
+def tables(kernel, sim, flagged):
+    """Markdown: for each figure, the kernel's (mean over repeats, with the range) and the
+    simulator's; then the evidence per cell, and the CPU-bound runs left out."""
     figures = [("Backup throughput (MB/s)", 0), ("Average query completion time (ms)", 1), ("95th-percentile query completion time (ms)", 2)]
     md = []
     for title, i in figures:
@@ -236,12 +256,20 @@ def tables(kernel, sim):
         for q in ALGS:
             cells = []
             for b in ALGS:
-                runs = [r[i] for r in kernel[(q, b)]]
-                k = f"{statistics.mean(runs):.3g} ({min(runs):.3g}-{max(runs):.3g})"
+                runs = [r[i] for r in kernel.get((q, b), [])]
+                k = f"{statistics.mean(runs):.3g} ({min(runs):.3g}-{max(runs):.3g})" if runs else "CPU-bound"
                 s = sim.get((q, b))
                 cells.append(f"{k} \\| {s[i]:.3g}" if s else k)
             md.append(f"| {q} | " + " | ".join(cells) + " |")
         md.append("")
+    md += ["Evidence per cell, kernel (mean of repeats): drops at the backups' receiver ports / retransmitted segments / RTOs:", ""]
+    md += ["| query \\ backup | " + " | ".join(ALGS) + " |", "| --- |" + " ---: |" * len(ALGS)]
+    for q in ALGS:
+        cells = [" / ".join(f"{statistics.mean(r[k] for r in kernel[(q, b)]):.0f}" for k in (4, 5, 6)) if (q, b) in kernel else "-" for b in ALGS]
+        md.append(f"| {q} | " + " | ".join(cells) + " |")
+    md.append("")
+    if flagged:
+        md.append(f"CPU-bound runs left out of the means: {', '.join(f'{q}/{b}' for q, b in flagged)}")
     return "\n".join(md)
 
 
@@ -255,7 +283,7 @@ def figure(kernel, sim, path):
     labels = [f"{q}/{b}" for q in ALGS for b in ALGS]
     x = range(len(labels))
     for ax, (title, i) in zip(axes, [("backup throughput (MB/s)", 0), ("mean query completion (ms)", 1), ("p95 query completion (ms)", 2)]):
-        k = [statistics.mean(r[i] for r in kernel[(q, b)]) for q in ALGS for b in ALGS]
+        k = [statistics.mean(r[i] for r in kernel[(q, b)]) if (q, b) in kernel else float("nan") for q in ALGS for b in ALGS]
         ax.bar([v - 0.2 for v in x], k, width=0.4, label="Linux kernels (testbed)")
         if sim:
             ax.bar([v + 0.2 for v in x], [sim[(q, b)][i] for q in ALGS for b in ALGS], width=0.4, label="simulator")
@@ -274,6 +302,7 @@ def main():
     ap.add_argument("--out", type=Path, default=REPO / "out/opencc-host")
     ap.add_argument("--sluice", default=str(REPO / "target/release/sluice"), help="the sluice binary, built with --features host")
     ap.add_argument("--no-simulator", action="store_true", help="skip the simulator's grid")
+    ap.add_argument("--offloads", choices=["off", "linux"], default="off", help="the testbed's segmentation and receive offloads")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the testbed, the agent and BPF need it")
@@ -282,12 +311,12 @@ def main():
     from tqdm import tqdm
 
     a.out.mkdir(parents=True, exist_ok=True)
-    host_setup(a.sluice)
+    host_setup(a.sluice, a.offloads)
     policy = Path(tempfile.mkdtemp()) / "policy.toml"
     policy.write_text(POLICY.format(version=0, query="cubic", backup="cubic", backup_port=BACKUP_PORT, query_port=QUERY_PORT))
     sh(a.sluice, "host", "unload", check=False)
     agent = subprocess.Popen([a.sluice, "agent", "--policy", str(policy), "--cgroup", CGROUP, "--poll-ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    kernel, version = {}, 0
+    kernel, flagged, version = {}, [], 0
     try:
         apply_policy(policy, version, "cubic", "cubic", a.sluice, agent)
         runs = [(q, b, r) for r in range(a.repeats) for q in ALGS for b in ALGS]
@@ -297,14 +326,19 @@ def main():
             # The agent chose each class's algorithm: the backup senders and the query servers ran
             # it. A run where a connection ran something else is said and made again, once.
             for attempt in range(2):
-                c = cell(a.secs)
+                c = cell(a.secs, a.sluice, a.out / "evidence" / f"{q}-{b}-{r}")
                 if c["backup_ran"] == {b} and c["query_ran"] == {q}:
                     break
                 status = sh(a.sluice, "agent", "status", check=False)
                 tqdm.write(f"cell {q}/{b}: backups ran {c['backup_ran']}, queries {c['query_ran']}; agent status:\n{status}")
                 if attempt == 1:
                     raise RuntimeError(f"cell {q}/{b} ran other algorithms twice")
-            kernel.setdefault((q, b), []).append((c["backup_MBps"], statistics.mean(c["query_ms"]), p95(c["query_ms"]), len(c["query_ms"])))
+            if c["cpu_bound"]:
+                flagged.append((q, b))
+                tqdm.write(f"cell {q}/{b}: a core was saturated; this run is left out of the means")
+                continue
+            figures = (c["backup_MBps"], statistics.mean(c["query_ms"]), p95(c["query_ms"]), len(c["query_ms"]))
+            kernel.setdefault((q, b), []).append(figures + (c["drops"], c["retrans"], c["rtos"]))
     finally:
         agent.terminate()
         agent.wait()
@@ -312,11 +346,11 @@ def main():
         sh(a.sluice, "testbed", "down", "--prefix", PREFIX, check=False)
     sim = {} if a.no_simulator else simulator_grid(a.sluice, a.out)
     with open(a.out / "table.csv", "w") as f:
-        f.write("query_cc,backup_cc,repeat,backup_MBps,query_mean_ms,query_p95_ms,queries\n")
+        f.write("query_cc,backup_cc,repeat,backup_MBps,query_mean_ms,query_p95_ms,queries,drops,retrans_segs,rtos\n")
         for (q, b), rs in kernel.items():
-            for i, (tp, mean, tail, n) in enumerate(rs):
-                f.write(f"{q},{b},{i},{tp:.2f},{mean:.3f},{tail:.3f},{n}\n")
-    md = tables(kernel, sim)
+            for i, (tp, mean, tail, n, drops, retrans, rtos) in enumerate(rs):
+                f.write(f"{q},{b},{i},{tp:.2f},{mean:.3f},{tail:.3f},{n},{drops},{retrans},{rtos}\n")
+    md = tables(kernel, sim, flagged)
     (a.out / "table.md").write_text(md)
     figure(kernel, sim, a.out / "grid.png")
     print(md)

@@ -67,26 +67,26 @@ enum Command {
     /// The host's platform service: runs a policy of classes (algorithm, priority, matches),
     /// reloads it on SIGHUP or change; `status`, `check FILE`.
     #[cfg(feature = "host")]
-    Agent(sluice_host::cli::AgentArgs),
+    Agent(sluice_host::service::cli::AgentArgs),
     /// The fleet's policy in etcd: apply, diff, history, rollback; every host's status.
     Admin(sluice_platform::cli::AdminArgs),
     /// TCP-INT, the INT switch and BPF congestion control on this Linux host.
     #[cfg(feature = "host")]
     Host {
         #[command(subcommand)]
-        cmd: sluice_host::cli::HostCmd,
+        cmd: sluice_host::service::cli::HostCmd,
     },
     /// A network-namespace testbed (hosts, a switch, shaped links) on this machine.
     #[cfg(feature = "host")]
     Testbed {
         #[command(subcommand)]
-        cmd: sluice_host::cli::TestbedCmd,
+        cmd: sluice_host::testbed::cli::TestbedCmd,
     },
     /// An L7 proxy relaying by userspace copy, splice(2) or a BPF sockmap, and its benchmark.
     #[cfg(feature = "host")]
     Proxy {
         #[command(subcommand)]
-        cmd: sluice_host::cli::ProxyCmd,
+        cmd: sluice_host::testbed::cli::ProxyCmd,
     },
     /// The host's platform service (needs the `host` feature).
     #[cfg(not(feature = "host"))]
@@ -153,14 +153,14 @@ fn main() -> ExitCode {
         }
         Command::Report { dir } => report::run(&dir),
         #[cfg(feature = "host")]
-        Command::Agent(args) => sluice_host::cli::run_agent(args),
+        Command::Agent(args) => sluice_host::service::cli::run_agent(args),
         Command::Admin(args) => sluice_platform::cli::run_admin(args),
         #[cfg(feature = "host")]
-        Command::Host { cmd } => sluice_host::cli::run_host(cmd),
+        Command::Host { cmd } => sluice_host::service::cli::run_host(cmd),
         #[cfg(feature = "host")]
-        Command::Testbed { cmd } => sluice_host::cli::run_testbed(cmd),
+        Command::Testbed { cmd } => sluice_host::testbed::cli::run_testbed(cmd),
         #[cfg(feature = "host")]
-        Command::Proxy { cmd } => sluice_host::cli::run_proxy(cmd),
+        Command::Proxy { cmd } => sluice_host::testbed::cli::run_proxy(cmd),
         #[cfg(not(feature = "host"))]
         Command::Agent { .. } | Command::Host { .. } | Command::Testbed { .. } | Command::Proxy { .. } => Err(anyhow::anyhow!(HOST_FEATURE_MISSING)),
     };
@@ -307,7 +307,7 @@ fn list() {
     }
     println!("workloads (workloads[].kind):");
     for (kind, what) in [
-        ("flows", "an explicit list of {src, dst, size, start}"),
+        ("flows", "an explicit list of {src, dst, size, start}; a flow may wait for others (name, after, compute) and for receives (receive, tag)"),
         ("trace", "a flow file: csv (src,dst,size_bytes,start) or hpcc"),
         ("bulk", "long-lived N-to-1 flows (senders, receiver, optional size)"),
         ("poisson", "open-loop arrivals at a load with sizes from a cdf (websearch, fb_hadoop, ali_storage, google_rpc or a file)"),
@@ -316,6 +316,7 @@ fn list() {
         ("all_to_all", "every ordered host pair exchanges size"),
         ("rpc", "closed-loop request/response clients (clients, servers, outstanding, sizes or cdfs, think_time)"),
         ("proxy", "closed-loop clients of an L7 proxy relaying to backends (clients, proxy, backends, outstanding, header_size, body_size)"),
+        ("collective", "all_reduce (ring, halving_doubling, double_binary_tree), reduce_scatter, all_gather (ring, halving_doubling), all_to_all or broadcast over hosts in rank order (op, algorithm, hosts, size, chunks, iterations, compute, root)"),
     ] {
         println!("  {kind:<12} {what}");
     }

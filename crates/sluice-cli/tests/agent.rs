@@ -10,7 +10,8 @@
 mod common;
 
 use common::stamped;
-use sluice_host::{agent, classes, sys};
+use sluice_host::kernel::{class_table, sockops};
+use sluice_host::sys;
 use sluice_platform::applied;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -61,7 +62,7 @@ impl Agent {
     fn start(name: &str, policy: &str, poll_ms: u64) -> (MutexGuard<'static, ()>, Agent) {
         let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         assert!(nix::unistd::geteuid().is_root(), "these tests need root (BPF): run them as root");
-        agent::unload().expect("unloading a stale agent");
+        sockops::unload().expect("unloading a stale agent");
         let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
         let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
         let mut a = Agent { child: None, cgroup, home, dir: tempfile::tempdir().unwrap() };
@@ -102,7 +103,7 @@ impl Drop for Agent {
             let _ = c.wait();
         }
         let _ = sys::cgroup_join(&self.home, std::process::id());
-        if let Err(e) = agent::unload() {
+        if let Err(e) = sockops::unload() {
             eprintln!("cleanup: unloading the agent: {e:#}");
         }
         let _ = std::fs::remove_dir(&self.cgroup);
@@ -154,7 +155,7 @@ fn exchange(p: &mut (TcpStream, TcpStream)) {
 fn counts(class: &str) -> (u64, u64) {
     let a = applied::applied().unwrap().expect("a policy in force");
     let c = a.classes.iter().find(|c| c.name == class).unwrap_or_else(|| panic!("no class {class} in {a:?}"));
-    let n = classes::counts(c.id).unwrap();
+    let n = class_table::counts(c.id).unwrap();
     (n.open(), n.opened)
 }
 
@@ -305,12 +306,12 @@ fn bad_policies_name_file_line_key_and_load_nothing() {
         assert!(err.starts_with(&format!("error: {file}{want}")), "{policy}\ngot: {err}");
     }
     if nix::unistd::geteuid().is_root() {
-        agent::unload().unwrap();
+        sockops::unload().unwrap();
         let path = dir.path().join("p0.toml");
         let out = run(&["agent", "--policy", path.to_str().unwrap(), "--cgroup", "/sys/fs/cgroup/unified/sluice-test-agent-bad"]);
         assert_eq!(out.status.code(), Some(2));
         assert!(text(&out.stderr).contains("nothing was loaded or changed"), "{}", text(&out.stderr));
-        assert!(agent::state().unwrap().is_none() && !sluice_host::pins::pin("").exists(), "a refused start loaded nothing");
+        assert!(sockops::state().unwrap().is_none() && !sluice_host::kernel::pins::pin("").exists(), "a refused start loaded nothing");
         assert!(!Path::new("/sys/fs/cgroup/unified/sluice-test-agent-bad").exists());
     }
 }
@@ -470,11 +471,11 @@ fn intents_join_their_class_and_a_cgroup_not_permitted_is_refused() {
     assert!(got["declared"] == eperm && got["cc"] == "cubic", "the Python helper from a cgroup not permitted: {got:?}");
     drop((listener, paced_listener));
 
-    let ls = classes::intent_counts(1).unwrap();
+    let ls = class_table::intent_counts(1).unwrap();
     // The application from the cgroup not permitted is refused twice (before and after connect).
     assert_eq!(ls, [2, 3, 0, 1], "latency_sensitive: accepted, not permitted, not mapped, late");
-    assert_eq!(classes::intent_counts(2).unwrap()[2], 2, "bulk: not mapped, before and after connect");
-    assert_eq!(classes::intent_counts(3).unwrap(), [2, 0, 0, 0], "target_rate, before and after connect");
+    assert_eq!(class_table::intent_counts(2).unwrap()[2], 2, "bulk: not mapped, before and after connect");
+    assert_eq!(class_table::intent_counts(3).unwrap(), [2, 0, 0, 0], "target_rate, before and after connect");
     let status = text(&run(&["agent", "status"]).stdout);
     assert!(status.contains("intent latency_sensitive -> class query") && status.contains("accepted 2, not_permitted 3, not_mapped 0, late 1"), "{status}");
     drop(a);

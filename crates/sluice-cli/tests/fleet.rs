@@ -12,7 +12,8 @@
 mod common;
 
 use common::{apply, now_ms, sluice, stamped, text, wait_for, Cluster};
-use sluice_host::{agent, sys};
+use sluice_host::kernel::sockops;
+use sluice_host::sys;
 use sluice_platform::admin;
 use sluice_platform::applied;
 use sluice_platform::etcd::{Connect, Etcd};
@@ -162,7 +163,7 @@ impl Enforcing {
 impl Drop for Enforcing {
     fn drop(&mut self) {
         let _ = sys::cgroup_join(&self.home, std::process::id());
-        if let Err(e) = agent::unload() {
+        if let Err(e) = sockops::unload() {
             eprintln!("cleanup: unloading the agent: {e:#}");
         }
         let _ = std::fs::remove_dir(&self.cgroup);
@@ -217,7 +218,7 @@ fn changes_reach_every_agent_and_faults_lose_nothing() {
     if !need_etcd() {
         return;
     }
-    agent::unload().expect("unloading a stale agent");
+    sockops::unload().expect("unloading a stale agent");
     let net = Netns::new();
     let mut etcd = Cluster::start(3, 23710, Some(HERE));
     let urls = etcd.urls("127.0.0.1");
@@ -605,7 +606,7 @@ fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_s
     if !need_etcd() {
         return;
     }
-    agent::unload().expect("unloading a stale agent");
+    sockops::unload().expect("unloading a stale agent");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let c = Secured::start(d, false, 23780);
@@ -661,7 +662,7 @@ fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_s
     wait_for("the watch's failure in the agent's status", 5, || status().contains("  failing: cannot watch the policy: etcd: user name is empty"));
     let status = status();
     assert!(status.contains("fleet: host plain-host, version ") && status.contains("  failing: cannot write its report: etcd: user name is empty"), "{status}");
-    let metrics = sluice_host::classes::prometheus_text().unwrap();
+    let metrics = policy_metrics();
     assert!(metrics.contains("sluice_fleet_failing{what=\"watch\"} 1") && metrics.contains("sluice_fleet_failing{what=\"report\"} 1"), "{metrics}");
 
     // Every failure reads as over TLS.
@@ -677,7 +678,7 @@ fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_s
         let log = a.log();
         log.contains("reports reach etcd again") && log.contains("etcd serves the watch again")
     });
-    assert!(sluice_host::classes::prometheus_text().unwrap().contains("sluice_fleet_failing{what=\"report\"} 0"));
+    assert!(policy_metrics().contains("sluice_fleet_failing{what=\"report\"} 0"));
     drop(a);
     drop(enforcing);
     assert!(!Path::new(sys::STATE_DIR).join("fleet.json").exists(), "unloading removes the fleet figures");
@@ -685,4 +686,11 @@ fn plain_http_with_authentication_reads_as_tls_and_an_agent_that_cannot_report_s
 
 fn policy_text() -> String {
     "[classes.default]\ncc = \"cubic\"\n".into()
+}
+
+/// The policy's and the fleet's metrics as the agent exports them.
+fn policy_metrics() -> String {
+    let mut e = sluice_platform::prometheus::Exposition::new();
+    sluice_host::service::status::policy_metrics(&mut e);
+    e.into_text()
 }

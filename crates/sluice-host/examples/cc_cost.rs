@@ -17,7 +17,7 @@
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{Link, MapCore, MapType, Object, ObjectBuilder};
 use sluice_host::sys::NetnsGuard;
-use sluice_host::testbed::{self, TestbedOptions};
+use sluice_host::testbed::netns::{self, TestbedOptions};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -63,15 +63,15 @@ fn portable(name: &str) -> Result<&'static [u8]> {
 
 /// Loads an object and registers its struct_ops; the registration lasts as long as the link.
 fn register(name: &str, bytes: &[u8]) -> Result<(Object, Link)> {
-    if sluice_host::cc::available()?.iter().any(|a| a == name) {
+    if sluice_host::kernel::struct_ops::available()?.iter().any(|a| a == name) {
         bail!("{name} is already registered (unload the agent, `sluice host unload`, first)");
     }
     let mut open = ObjectBuilder::default().open_memory(bytes).with_context(|| format!("opening {name}"))?;
-    if sluice_host::agent::state()?.is_some() {
+    if sluice_host::kernel::sockops::state()?.is_some() {
         for mut m in open.maps_mut() {
             let shared = m.name().to_str().map(String::from).filter(|n| ["int_sk_store", "class_sk", "class_params"].contains(&n.as_str()));
             if let Some(n) = shared {
-                let pinned = libbpf_rs::MapHandle::from_pinned_path(sluice_host::pins::pin(&n))?;
+                let pinned = libbpf_rs::MapHandle::from_pinned_path(sluice_host::kernel::pins::pin(&n))?;
                 m.reuse_fd(pinned.as_fd()).with_context(|| format!("sharing the agent's {n}"))?;
             }
         }
@@ -87,7 +87,7 @@ fn register(name: &str, bytes: &[u8]) -> Result<(Object, Link)> {
 }
 
 /// One bulk flow of `secs` seconds from host 1 to host 2 under algorithm `cc`; returns the bytes.
-fn bulk(tb: &testbed::Testbed, cc: &str, secs: f64) -> Result<u64> {
+fn bulk(tb: &netns::Testbed, cc: &str, secs: f64) -> Result<u64> {
     let (h1, h2, dst) = (tb.hosts[0].netns.clone(), tb.hosts[1].netns.clone(), tb.hosts[1].addr);
     let sink = std::thread::spawn(move || -> Result<u64> {
         let _g = NetnsGuard::enter(Some(&h2))?;
@@ -131,21 +131,21 @@ fn main() -> Result<()> {
     }
     let class = args.iter().position(|a| a == "--class").map(|i| args.remove(i)).is_some();
     if args.is_empty() {
-        args = sluice_host::cc::ALGORITHMS.iter().map(|s| s.to_string()).collect();
+        args = sluice_host::kernel::struct_ops::ALGORITHMS.iter().map(|s| s.to_string()).collect();
     }
     let cgroup = std::path::Path::new(sluice_host::sys::CGROUP2_ROOT).join("sluice-cc-cost");
     let home = sluice_host::sys::own_cgroup(std::path::Path::new(sluice_host::sys::CGROUP2_ROOT))?;
     if class {
-        let opts = sluice_host::agent::LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, register_cc: false, ..Default::default() };
-        sluice_host::agent::load(&opts)?;
+        let opts = sluice_host::kernel::sockops::LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, register_cc: false, ..Default::default() };
+        sluice_host::kernel::sockops::load(&opts)?;
         sluice_host::sys::cgroup_join(&cgroup, std::process::id())?;
     }
     let stats_path = "/proc/sys/kernel/bpf_stats_enabled";
     let before = std::fs::read_to_string(stats_path).context(stats_path)?;
     std::fs::write(stats_path, "1").context(stats_path)?;
-    let _ = testbed::down(PREFIX);
+    let _ = netns::down(PREFIX);
     let opts = TestbedOptions { prefix: PREFIX.into(), hosts: 2, ..TestbedOptions::default() };
-    let tb = testbed::up(&opts)?;
+    let tb = netns::up(&opts)?;
     let result = (|| -> Result<()> {
         for h in &tb.hosts {
             sluice_host::sys::run("ip", &["netns", "exec", &h.netns, "sysctl", "-qw", "net.ipv4.tcp_ecn=1"])?;
@@ -157,10 +157,10 @@ fn main() -> Result<()> {
                 None => (a.clone(), portable(a)?.to_vec()),
             };
             if class {
-                let base = if sluice_host::cc::ALGORITHMS.contains(&name.as_str()) { name.as_str() } else { "cubic" };
+                let base = if sluice_host::kernel::struct_ops::ALGORITHMS.contains(&name.as_str()) { name.as_str() } else { "cubic" };
                 let text = format!("[classes.measured]\ncc = \"{base}\"\nmatch = {{ dst_ports = [{PORT}] }}\n");
                 let policy = sluice_sim::scenario::host_policy::parse(&text, "cc_cost").map_err(|e| anyhow::anyhow!("{e}"))?;
-                sluice_host::classes::apply(&policy, "cc_cost")?.map_err(|e| anyhow::anyhow!("{e}"))?;
+                sluice_host::service::enforce::put_in_force(&policy, "cc_cost")?.map_err(|e| anyhow::anyhow!("{e}"))?;
             }
             let (obj, link) = register(&name, &bytes)?;
             let s0 = snapshot(&obj)?;
@@ -190,11 +190,11 @@ fn main() -> Result<()> {
         }
         Ok(())
     })();
-    testbed::down(PREFIX)?;
+    netns::down(PREFIX)?;
     std::fs::write(stats_path, before.trim())?;
     if class {
         sluice_host::sys::cgroup_join(&home, std::process::id())?;
-        sluice_host::agent::unload()?;
+        sluice_host::kernel::sockops::unload()?;
         let _ = std::fs::remove_dir(&cgroup);
     }
     result

@@ -1,63 +1,21 @@
-//! The host plumbing the mechanisms stand on: bpffs, cgroups, network namespaces and the
-//! iproute2 / ethtool commands.
+//! The host plumbing every layer stands on: root, cgroups, network namespaces, the iproute2 /
+//! ethtool commands and a socket's algorithm. bpffs and the pins are the kernel layer's (`kernel::pins`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use nix::sched::{setns, CloneFlags};
-use nix::sys::statfs::{statfs, BPF_FS_MAGIC, CGROUP2_SUPER_MAGIC};
+use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
 use std::fs::{self, File};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where BPF file systems are mounted by convention.
-pub const BPFFS: &str = "/sys/fs/bpf";
 /// The cgroup v2 hierarchy the agent attaches under by default.
 pub const CGROUP2_ROOT: &str = "/sys/fs/cgroup/unified";
 pub use sluice_platform::applied::STATE_DIR;
-
-/// Root of sluice's pins in bpffs.
-pub fn pin_root() -> PathBuf {
-    Path::new(BPFFS).join("sluice")
-}
 
 /// Fails unless running as root, naming what needs it.
 pub fn require_root(what: &str) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("{what} needs root (CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN); run it with sudo");
-    }
-    Ok(())
-}
-
-fn bpffs_marker() -> PathBuf {
-    Path::new(STATE_DIR).join("mounted-bpffs")
-}
-
-/// Makes sure a BPF file system is mounted at /sys/fs/bpf; returns true if this call mounted it
-/// (and leaves a marker so the last of sluice's pins to go unmounts it again).
-pub fn ensure_bpffs() -> Result<bool> {
-    if statfs(BPFFS).map(|s| s.filesystem_type() == BPF_FS_MAGIC).unwrap_or(false) {
-        return Ok(false);
-    }
-    fs::create_dir_all(BPFFS).with_context(|| format!("creating {BPFFS}"))?;
-    nix::mount::mount(Some("bpffs"), BPFFS, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
-        .with_context(|| format!("mounting a BPF file system at {BPFFS}"))?;
-    fs::create_dir_all(STATE_DIR)?;
-    fs::write(bpffs_marker(), "")?;
-    Ok(true)
-}
-
-/// Unmounts /sys/fs/bpf if sluice mounted it and no pins are left in it.
-pub fn release_bpffs() -> Result<()> {
-    if !bpffs_marker().exists() {
-        return Ok(());
-    }
-    // The kernel's preloaded iterators (CONFIG_BPF_PRELOAD) appear in every bpffs mount.
-    let empty = fs::read_dir(BPFFS)
-        .map(|d| d.flatten().all(|e| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"))))
-        .unwrap_or(false);
-    if empty {
-        nix::mount::umount(BPFFS).with_context(|| format!("unmounting {BPFFS}"))?;
-        fs::remove_file(bpffs_marker())?;
     }
     Ok(())
 }
@@ -79,11 +37,6 @@ pub fn ensure_cgroup(path: &Path) -> Result<bool> {
         }
         _ => bail!("cgroup {}: no such cgroup and its parent is not a cgroup v2 directory (expected {expected})", path.display()),
     }
-}
-
-/// The cgroup v2 id of a cgroup directory (its inode number), as bpf_get_current_cgroup_id sees it.
-pub fn cgroup_id(path: &Path) -> Result<u64> {
-    Ok(fs::metadata(path).with_context(|| format!("reading cgroup {}", path.display()))?.ino())
 }
 
 /// Moves a process into a cgroup.
@@ -149,22 +102,6 @@ pub fn run(prog: &str, args: &[&str]) -> Result<String> {
         bail!("`{prog} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Removes a pin directory tree (bpffs holds only pins and directories).
-pub fn remove_pins(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    for e in fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            remove_pins(&p)?;
-        } else {
-            fs::remove_file(&p).with_context(|| format!("removing pin {}", p.display()))?;
-        }
-    }
-    fs::remove_dir(dir).with_context(|| format!("removing {}", dir.display()))
 }
 
 /// Parses a rate such as `1gbit`, `100mbit`, `1G` or `250000000` (bits per second).

@@ -3,7 +3,7 @@
 //! with every window identical; the mutant BPF build (a loss quarters the window) diverges.
 //! Needs root (CAP_BPF) but no network namespace.
 
-use sluice_host::replay::{replay_in_kernel, KernelBuild};
+use sluice_host::kernel::replay::{replay_in_kernel, KernelBuild};
 use sluice_sim::cc::portable::{record_steps, Record};
 use std::path::Path;
 

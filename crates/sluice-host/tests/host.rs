@@ -5,13 +5,14 @@
 //! machine-wide, so the tests run one at a time. Guards undo what each test set up, also when an
 //! assertion fails.
 
-use sluice_host::agent::{self, LoadOptions, PolicyKey};
-use sluice_host::codec;
-use sluice_host::pins;
-use sluice_host::switch::{self, PortConfig};
+use sluice_host::kernel::cc_policy::{self, Selector};
+use sluice_host::kernel::int_switch::{self, PortConfig};
+use sluice_host::kernel::sockops::{self, LoadOptions};
+use sluice_host::kernel::{agent_config, codec, pins};
+use sluice_host::service::telemetry;
 use sluice_host::sys::{self, NetnsGuard};
-use sluice_host::telemetry;
-use sluice_host::testbed::{self, Testbed, TestbedOptions};
+use sluice_host::testbed::netns::{self, Testbed, TestbedOptions};
+use sluice_platform::prometheus::Exposition;
 use sluice_sim::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt};
 use std::io::{Read, Write};
 use std::mem::MaybeUninit;
@@ -64,14 +65,14 @@ struct AgentGuard {
 impl AgentGuard {
     fn load(name: &str) -> AgentGuard {
         // A previous run killed mid-test may have left an agent behind.
-        agent::unload().expect("unloading a stale agent");
+        sockops::unload().expect("unloading a stale agent");
         let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
         let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
-        let st = agent::load(&LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, ..LoadOptions::default() })
+        let st = sockops::load(&LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, ..LoadOptions::default() })
             .expect("loading the agent");
         // An algorithm left registered by an earlier load would serve these tests with that
         // load's maps: every one must be this agent's own.
-        assert_eq!(st.ccs, sluice_host::cc::ALGORITHMS, "congestion control this agent registered");
+        assert_eq!(st.ccs, sluice_host::kernel::struct_ops::ALGORITHMS, "congestion control this agent registered");
         let g = AgentGuard { cgroup, home };
         // Sockets belong to the cgroup of the process that creates them.
         sys::cgroup_join(&g.cgroup, std::process::id()).expect("joining the agent's cgroup");
@@ -82,7 +83,7 @@ impl AgentGuard {
 impl Drop for AgentGuard {
     fn drop(&mut self) {
         let _ = sys::cgroup_join(&self.home, std::process::id());
-        if let Err(e) = agent::unload() {
+        if let Err(e) = sockops::unload() {
             eprintln!("cleanup: unloading the agent: {e:#}");
         }
         let _ = std::fs::remove_dir(&self.cgroup);
@@ -94,8 +95,8 @@ struct TestbedGuard(Testbed);
 
 impl TestbedGuard {
     fn up(prefix: &str, mtu: u32, ce_threshold: u64) -> TestbedGuard {
-        let _ = testbed::down(prefix);
-        let tb = testbed::up(&TestbedOptions { prefix: prefix.into(), mtu, ce_threshold, ..TestbedOptions::default() })
+        let _ = netns::down(prefix);
+        let tb = netns::up(&TestbedOptions { prefix: prefix.into(), mtu, ce_threshold, ..TestbedOptions::default() })
             .expect("testbed up");
         TestbedGuard(tb)
     }
@@ -109,7 +110,7 @@ impl TestbedGuard {
 
 impl Drop for TestbedGuard {
     fn drop(&mut self) {
-        if let Err(e) = testbed::down(&self.0.prefix) {
+        if let Err(e) = netns::down(&self.0.prefix) {
             eprintln!("cleanup: testbed down: {e:#}");
         }
     }
@@ -185,7 +186,7 @@ fn congestion_control(s: &TcpStream) -> String {
 }
 
 fn agent_counter(i: usize) -> u64 {
-    pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap()[i]
+    pins::read_counters("agent_counters", sockops::COUNTERS.len()).unwrap()[i]
 }
 
 /// A kernel SNMP counter (e.g. Tcp InCsumErrors) in a network namespace.
@@ -302,7 +303,7 @@ fn switch_program_stamps_the_shared_vectors() {
     let _g = prerequisites();
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
     use libbpf_rs::{MapCore, MapFlags};
-    use sluice_host::skel::int_switch::IntSwitchSkelBuilder;
+    use sluice_host::kernel::skel::int_switch::IntSwitchSkelBuilder;
 
     let mut obj = MaybeUninit::uninit();
     let skel = IntSwitchSkelBuilder::default().open(&mut obj).unwrap().load().expect("loading the switch");
@@ -311,7 +312,7 @@ fn switch_program_stamps_the_shared_vectors() {
     let cfg = PortConfig { pinned_int_val: pinned, ..PortConfig::default() };
     skel.maps.port_cfgs.update(&1u32.to_ne_bytes(), &cfg.to_bytes(false), MapFlags::ANY).unwrap();
     skel.maps.port_states.update(&1u32.to_ne_bytes(), &[0u8; 64], MapFlags::ANY).unwrap();
-    let counters = |i: usize| sluice_host::pins::percpu_sums(&skel.maps.switch_counters, switch::COUNTERS.len()).unwrap()[i];
+    let counters = |i: usize| sluice_host::kernel::pins::percpu_sums(&skel.maps.switch_counters, int_switch::COUNTERS.len()).unwrap()[i];
 
     let run = |input: &[u8]| -> Vec<u8> {
         let mut out = vec![0u8; input.len() + 64];
@@ -360,12 +361,12 @@ fn switch_program_stamps_the_shared_vectors() {
         let bytes = hex(t["bytes"].as_str().unwrap());
         // NOPs in front so the option ends exactly at the header's end: truncation is real.
         let inp = frame(&bytes, (4 - bytes.len() % 4) % 4, ttl);
-        let before = counters(switch::MALFORMED);
+        let before = counters(int_switch::MALFORMED);
         let out = run(&inp);
         assert_eq!(out, inp, "{}: malformed option must pass untouched", t["name"]);
         if bytes[0] == 0x72 {
             malformed += 1;
-            assert_eq!(counters(switch::MALFORMED), before + 1, "{}: counted as malformed", t["name"]);
+            assert_eq!(counters(int_switch::MALFORMED), before + 1, "{}: counted as malformed", t["name"]);
         }
     }
     assert!(malformed >= 4);
@@ -420,7 +421,7 @@ fn option_rides_data_and_switch_values_come_back_in_the_echo() {
 
     // Two senders into one 1 Gb/s port: the queue builds, the switch reports it, the receiver
     // echoes it and the senders' telemetry shows it.
-    switch::reset_stats("p3", Some(&tb.0.switch)).unwrap();
+    int_switch::reset_stats("p3", Some(&tb.0.switch)).unwrap();
     let s = sink(&h3, 5302, 2);
     let tracer = std::thread::spawn(|| {
         let mut out = Vec::new();
@@ -445,7 +446,7 @@ fn option_rides_data_and_switch_values_come_back_in_the_echo() {
     // The hop ID is the TTL at the switch: 64 less one forwarding hop.
     assert!(senders.iter().any(|l| l.contains(" hop 63 ")), "hop ID 63 expected");
     assert_eq!(snmp(&h3, "Tcp", "InCsumErrors"), csum_before, "receiver saw bad checksums");
-    assert_eq!(agent_counter(agent::MALFORMED_LEN) + agent_counter(agent::MALFORMED_TRUNC), 0);
+    assert_eq!(agent_counter(sockops::MALFORMED_LEN) + agent_counter(sockops::MALFORMED_TRUNC), 0);
 }
 
 /// What a two-flow DCTCP run through the testbed's 1 Gb/s port measured.
@@ -462,8 +463,8 @@ const K: u64 = 30_000;
 fn dctcp_two_flows(prefix: &str) -> DctcpRun {
     let tb = TestbedGuard::up(prefix, 9000, K);
     let _agent = AgentGuard::load("sluice-test-dctcp");
-    assert!(sluice_host::cc::available().unwrap().iter().any(|a| a == "dctcp"), "BPF dctcp registered");
-    agent::policy_set(&PolicyKey::Port(5401), "dctcp").unwrap();
+    assert!(sluice_host::kernel::struct_ops::available().unwrap().iter().any(|a| a == "dctcp"), "BPF dctcp registered");
+    cc_policy::set(&Selector::Port(5401), "dctcp").unwrap();
     let (h3, dst, sw) = (tb.ns(2), tb.addr(2), tb.0.switch.clone());
 
     // Warm up, then measure over a fixed window from the receiver's side.
@@ -472,8 +473,8 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
     let a = source(&tb.ns(0), dst, 5401, secs);
     let b = source(&tb.ns(1), dst, 5401, secs);
     std::thread::sleep(Duration::from_millis(500));
-    switch::reset_stats("p3", Some(&sw)).unwrap();
-    let ce0 = switch::counters(Some(&sw)).unwrap()[switch::CE_MARKED];
+    int_switch::reset_stats("p3", Some(&sw)).unwrap();
+    let ce0 = int_switch::counters(Some(&sw)).unwrap()[int_switch::CE_MARKED];
     let tx0 = port_tx_bytes(&sw, "p3");
     let t0 = Instant::now();
     // Sample the shaper's real backlog alongside the switch's estimate.
@@ -489,8 +490,8 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
     }
     let tx = port_tx_bytes(&sw, "p3") - tx0;
     let elapsed = t0.elapsed().as_secs_f64();
-    let st = switch::port_state("p3", Some(&sw)).unwrap();
-    let ce = switch::counters(Some(&sw)).unwrap()[switch::CE_MARKED] - ce0;
+    let st = int_switch::port_state("p3", Some(&sw)).unwrap();
+    let ce = int_switch::counters(Some(&sw)).unwrap()[int_switch::CE_MARKED] - ce0;
     let (sa, cca) = a.join().unwrap();
     let (sb, ccb) = b.join().unwrap();
     let got = s.join().unwrap();
@@ -524,7 +525,7 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
 fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     let _g = prerequisites();
     let r = dctcp_two_flows("slt2");
-    // Measured 99.4-99.9% in 9 runs once the shaper's bucket held a frame (testbed::shaper_burst);
+    // Measured 99.4-99.9% in 9 runs once the shaper's bucket held a frame (netns::shaper_burst);
     // with tc's default 1375-byte bucket the port itself carried 76-80%, whatever the algorithm.
     // With 9000-byte frames two flows at their 2-packet floor already hold 36 KB, above K, so the
     // queue never drains and the port never idles.
@@ -583,9 +584,9 @@ fn median_cwnd(samples: &[(f64, u32)], from: f64, to: f64) -> f64 {
 
 /// Sets the CE marking threshold of a switch port (0: no marking, 1: mark every ECT packet).
 fn set_ce_threshold(sw: &str, dev: &str, bytes: u64) {
-    let mut cfg = switch::port_config(dev, Some(sw)).unwrap();
+    let mut cfg = int_switch::port_config(dev, Some(sw)).unwrap();
     cfg.ce_threshold = bytes;
-    switch::set_port_config(dev, Some(sw), &cfg).unwrap();
+    int_switch::set_port_config(dev, Some(sw), &cfg).unwrap();
 }
 
 /// reTCP's circuit signal: the switch marks every packet for a spell (the circuit is up) and
@@ -596,7 +597,7 @@ fn retcp_multiplies_cwnd_when_ece_starts_and_divides_when_it_stops() {
     let _g = prerequisites();
     let tb = TestbedGuard::up("slt6", 9000, 0);
     let _agent = AgentGuard::load("sluice-test-retcp");
-    agent::policy_set(&PolicyKey::Port(5701), "retcp").unwrap();
+    cc_policy::set(&Selector::Port(5701), "retcp").unwrap();
     let (sw, h3) = (tb.0.switch.clone(), tb.ns(2));
     let s = sink(&h3, 5701, 1);
     let t0 = Instant::now();
@@ -638,18 +639,18 @@ fn retcp_multiplies_cwnd_when_ece_starts_and_divides_when_it_stops() {
 fn ecn_int_flow(prefix: &str, echo: bool) -> (f64, u64, f64) {
     let tb = TestbedGuard::up(prefix, 9000, 0);
     let _agent = AgentGuard::load("sluice-test-ecnint");
-    agent::set(None, Some(echo), None).unwrap();
-    agent::policy_set(&PolicyKey::Port(5801), "ecn_int").unwrap();
+    agent_config::set(None, Some(echo), None).unwrap();
+    cc_policy::set(&Selector::Port(5801), "ecn_int").unwrap();
     let (sw, h3) = (tb.0.switch.clone(), tb.ns(2));
     let s = sink(&h3, 5801, 1);
     let a = source(&tb.ns(0), tb.addr(2), 5801, 2.0);
     std::thread::sleep(Duration::from_millis(500));
-    switch::reset_stats("p3", Some(&sw)).unwrap();
+    int_switch::reset_stats("p3", Some(&sw)).unwrap();
     let tx0 = port_tx_bytes(&sw, "p3");
     let t = Instant::now();
     std::thread::sleep(Duration::from_millis(1500));
     let gbps = (port_tx_bytes(&sw, "p3") - tx0) as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9;
-    let st = switch::port_state("p3", Some(&sw)).unwrap();
+    let st = int_switch::port_state("p3", Some(&sw)).unwrap();
     let (sent, cc) = a.join().unwrap();
     assert_eq!(s.join().unwrap(), vec![sent], "every byte arrives");
     assert!(cc.starts_with("ecn_int"), "policy selected ECN+INT, got {cc}");
@@ -721,13 +722,13 @@ fn cc_policy_follows_the_cgroup_of_the_connecting_process() {
     let tb = TestbedGuard::up("slt9", 1500, 0);
     let agent = AgentGuard::load("sluice-test-cgroup");
     let child = ChildCgroup::create(&agent.cgroup, "query");
-    agent::policy_set(&PolicyKey::Cgroup(child.path.clone()), "ecn_int").unwrap();
-    agent::policy_set(&PolicyKey::Port(5902), "retcp").unwrap();
+    cc_policy::set(&Selector::Cgroup(child.path.clone()), "ecn_int").unwrap();
+    cc_policy::set(&Selector::Port(5902), "retcp").unwrap();
     let (h1, h3, dst) = (tb.ns(0), tb.ns(2), tb.addr(2));
     let default = sys::run("ip", &["netns", "exec", &h1, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).unwrap().trim().to_string();
     let s1 = sink(&h3, 5901, 2);
     let s2 = sink(&h3, 5902, 1);
-    let set0 = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0];
+    let set0 = pins::read_counters("cc_counters", sockops::CC_COUNTERS.len()).unwrap()[0];
 
     child.enter();
     let in_child = connect_cc(&h1, dst, 5901);
@@ -736,7 +737,7 @@ fn cc_policy_follows_the_cgroup_of_the_connecting_process() {
     let outside = connect_cc(&h1, dst, 5901);
     s1.join().unwrap();
     s2.join().unwrap();
-    let set = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[0] - set0;
+    let set = pins::read_counters("cc_counters", sockops::CC_COUNTERS.len()).unwrap()[0] - set0;
     println!("cc policy: from cgroup {} -> {in_child}; port 5902 -> {port_wins}; outside the cgroup -> {outside} (netns default {default}); {set} sets", child.path.display());
     assert_eq!(in_child, "ecn_int", "a connection from the mapped cgroup runs the cgroup's algorithm");
     assert_eq!(port_wins, "retcp", "a port entry outranks the cgroup entry");
@@ -802,9 +803,9 @@ fn malformed_options_on_the_wire_are_counted_and_ignored() {
     assert!(n_len >= 2 && n_trunc >= 2);
 
     let s = sink(&h3, 5501, 1);
-    let len0 = agent_counter(agent::MALFORMED_LEN);
-    let trunc0 = agent_counter(agent::MALFORMED_TRUNC);
-    let sw0 = switch::counters(Some(&sw)).unwrap()[switch::MALFORMED];
+    let len0 = agent_counter(sockops::MALFORMED_LEN);
+    let trunc0 = agent_counter(sockops::MALFORMED_TRUNC);
+    let sw0 = int_switch::counters(Some(&sw)).unwrap()[int_switch::MALFORMED];
     let inject = malformed.clone();
     let client = in_netns(&h1, move || {
         let mut c = TcpStream::connect((dst, 5501)).expect("connect");
@@ -830,9 +831,9 @@ fn malformed_options_on_the_wire_are_counted_and_ignored() {
     let got = s.join().unwrap();
     assert_eq!(got, vec![5 << 20], "all data after the malformed segments arrives");
     assert!(took < Duration::from_secs(5), "transfer after injection took {took:?}");
-    let dlen = agent_counter(agent::MALFORMED_LEN) - len0;
-    let dtrunc = agent_counter(agent::MALFORMED_TRUNC) - trunc0;
-    let dsw = switch::counters(Some(&sw)).unwrap()[switch::MALFORMED] - sw0;
+    let dlen = agent_counter(sockops::MALFORMED_LEN) - len0;
+    let dtrunc = agent_counter(sockops::MALFORMED_TRUNC) - trunc0;
+    let dsw = int_switch::counters(Some(&sw)).unwrap()[int_switch::MALFORMED] - sw0;
     println!("malformed: agent counted {dlen} wrong-length and {dtrunc} truncated options, switch {dsw}");
     assert_eq!(dlen, n_len, "agent malformed_len");
     assert_eq!(dtrunc, n_trunc, "agent malformed_trunc");
@@ -865,9 +866,9 @@ fn forged_echoes_are_clamped_and_counted() {
     sys::run("ip", &["netns", "exec", &h1, "sysctl", "-qw", "net.ipv4.tcp_timestamps=0"]).unwrap();
     let enc = IntEncoding::default();
     // A fabric whose buffers hold 256 KiB a port and whose paths add at most 2 ms.
-    let bounds = agent::EchoBounds::from_units(256 << 10, 110, 2_000_000, &enc);
+    let bounds = agent_config::EchoBounds::from_units(256 << 10, 110, 2_000_000, &enc);
     assert_eq!((bounds.queue_code, bounds.util_code, bounds.lat_ns), (32, 110, 2_000_000));
-    assert_eq!(agent::set_echo_bounds(bounds).unwrap().echo_bounds, bounds);
+    assert_eq!(agent_config::set_echo_bounds(bounds).unwrap().echo_bounds, bounds);
 
     let listener = in_netns(&h3, || TcpListener::bind(("0.0.0.0", 5601)).expect("bind")).join().unwrap();
     let client = in_netns(&h1, move || TcpStream::connect((dst, 5601)).expect("connect")).join().unwrap();
@@ -894,8 +895,8 @@ fn forged_echoes_are_clamped_and_counted() {
         ((50, 3_000_000), (50, 2_000_000, 0, 1)),                // 3 ms only
         ((0x80 | 33, 2_000_001), (0x80 | 32, 2_000_000, 1, 1)),  // one unit past each bound
     ];
-    let int0 = agent_counter(agent::ECHO_INT_CLAMPED);
-    let lat0 = agent_counter(agent::ECHO_LAT_CLAMPED);
+    let int0 = agent_counter(sockops::ECHO_INT_CLAMPED);
+    let lat0 = agent_counter(sockops::ECHO_LAT_CLAMPED);
     let (_, _, mut n) = stored_echo(&server);
     let (mut want_int, mut want_lat) = (0, 0);
     for ((sent_int, sent_lat), (int, lat, dint, dlat)) in cases {
@@ -912,19 +913,21 @@ fn forged_echoes_are_clamped_and_counted() {
         n += 1;
         want_int += dint;
         want_lat += dlat;
-        let counted = (agent_counter(agent::ECHO_INT_CLAMPED) - int0, agent_counter(agent::ECHO_LAT_CLAMPED) - lat0);
+        let counted = (agent_counter(sockops::ECHO_INT_CLAMPED) - int0, agent_counter(sockops::ECHO_LAT_CLAMPED) - lat0);
         assert_eq!(counted, (want_int, want_lat), "clamps counted after echo {sent_int:#x} {sent_lat} ns");
     }
     println!("forged echoes: {want_int} INTvals and {want_lat} latencies clamped and counted");
     assert_eq!((want_int, want_lat), (3, 3));
 
     // Operators see them: `sluice host status` and the Prometheus export name both counters.
-    let status = agent::status_text().unwrap();
+    let status = sluice_host::service::status::programs_status().unwrap();
     assert!(status.contains("echoes clamped to: queue <= 262144 B, util <= 110%, latency <= 2000000 ns"), "{status}");
-    let counters = pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap();
-    for (name, i) in [("echo_int_clamped", agent::ECHO_INT_CLAMPED), ("echo_lat_clamped", agent::ECHO_LAT_CLAMPED)] {
+    let counters = pins::read_counters("agent_counters", sockops::COUNTERS.len()).unwrap();
+    for (name, i) in [("echo_int_clamped", sockops::ECHO_INT_CLAMPED), ("echo_lat_clamped", sockops::ECHO_LAT_CLAMPED)] {
         assert!(status.contains(&format!("  {name:16} {}\n", counters[i])), "{status}");
-        let prom = telemetry::prometheus_text(&telemetry::Flows::new(), &counters, &enc);
+        let mut prom = Exposition::new();
+        telemetry::flow_metrics(&telemetry::Flows::new(), &counters, &enc, &mut prom);
+        let prom = prom.into_text();
         assert!(prom.contains(&format!("sluice_agent_total{{counter=\"{name}\"}} {}\n", counters[i])), "{prom}");
     }
     drop((client, server));
@@ -1031,7 +1034,7 @@ fn unload_and_down_leave_nothing_behind() {
     {
         let tb = TestbedGuard::up("slt4", 1500, 30_000);
         let _agent = AgentGuard::load("sluice-test-cleanup");
-        agent::policy_set(&PolicyKey::Port(5601), "ecn_int").unwrap();
+        cc_policy::set(&Selector::Port(5601), "ecn_int").unwrap();
         let s = sink(&tb.ns(2), 5601, 1);
         let (sent, cc) = source(&tb.ns(0), tb.addr(2), 5601, 0.3).join().unwrap();
         assert_eq!(cc, "ecn_int+ecn");
@@ -1059,12 +1062,12 @@ fn unload_and_down_leave_nothing_behind() {
         left = ours(bpf_progs());
     }
     assert!(left.is_empty(), "programs left after {:?}: {left:?} (before the test: {} programs)", t.elapsed(), progs_before.len());
-    assert!(!sys::pin_root().exists(), "pins left under {}", sys::pin_root().display());
+    assert!(!pins::pin_root().exists(), "pins left under {}", pins::pin_root().display());
     let netns = sys::run("ip", &["netns", "list"]).unwrap();
     assert!(!netns.contains("slt4-"), "namespaces left: {netns}");
     assert!(!Path::new(sys::CGROUP2_ROOT).join("sluice-test-cleanup").exists(), "cgroup left");
-    let cc = sluice_host::cc::available().unwrap();
-    for a in sluice_host::cc::ALGORITHMS {
+    let cc = sluice_host::kernel::struct_ops::available().unwrap();
+    for a in sluice_host::kernel::struct_ops::ALGORITHMS {
         assert!(!cc.iter().any(|c| c == a), "{a} still registered");
     }
     assert!(!Path::new(sys::STATE_DIR).join("agent.json").exists());
@@ -1105,11 +1108,11 @@ fn bpf_progs() -> Vec<(u32, String)> {
 impl AgentGuard {
     /// The agent without its own algorithms (a recording registers them), unloaded on drop.
     fn load_bare(name: &str) -> AgentGuard {
-        agent::unload().expect("unloading a stale agent");
+        sockops::unload().expect("unloading a stale agent");
         let cgroup = Path::new(sys::CGROUP2_ROOT).join(name);
         let home = sys::own_cgroup(Path::new(sys::CGROUP2_ROOT)).expect("own cgroup");
         let opts = LoadOptions { cgroup: cgroup.clone(), sample_ns: 0, register_cc: false, ..LoadOptions::default() };
-        let st = agent::load(&opts).expect("loading the agent");
+        let st = sockops::load(&opts).expect("loading the agent");
         assert!(st.ccs.is_empty(), "the agent registered {:?}", st.ccs);
         let g = AgentGuard { cgroup, home };
         sys::cgroup_join(&g.cgroup, std::process::id()).expect("joining the agent's cgroup");
@@ -1130,7 +1133,7 @@ enum Selection<'a> {
 fn apply_class(name: &str, port: u16, params: &str, version: u32) {
     let text = format!("version = {version}\n[classes.recorded]\ncc = \"{name}\"\nmatch = {{ dst_ports = [{port}] }}\n[classes.recorded.params]\n{params}\n");
     let policy = sluice_sim::scenario::host_policy::parse(&text, "test policy").expect("a valid policy");
-    sluice_host::classes::apply(&policy, "test policy").unwrap().expect("the policy applied");
+    sluice_host::service::enforce::put_in_force(&policy, "test policy").unwrap().expect("the policy applied");
 }
 
 /// Runs two bulk flows of `name` (recorded) through a port with a 24-packet queue that marks CE
@@ -1142,15 +1145,15 @@ fn record_kernel_trace(name: &'static str, prefix: &str, port: u16, ce_threshold
 
 /// [`record_kernel_trace`], the algorithm chosen by `selection`.
 fn record_kernel_trace_by(name: &'static str, prefix: &str, port: u16, ce_threshold: u64, selection: Selection) -> Vec<sluice_sim::cc::portable::Record> {
-    let _ = testbed::down(prefix);
+    let _ = netns::down(prefix);
     let opts = TestbedOptions { prefix: prefix.into(), mtu: 1500, queue_packets: 24, ce_threshold, ..TestbedOptions::default() };
-    let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
+    let tb = TestbedGuard(netns::up(&opts).expect("testbed up"));
     let _agent = AgentGuard::load_bare(&format!("sluice-test-diff-{name}"));
-    let shared = sluice_host::cc::SharedMaps::pinned().expect("the agent's maps");
-    let rec = sluice_host::cc::Recording::start(name, &shared).expect("registering the recording algorithm");
+    let shared = sluice_host::kernel::struct_ops::SharedMaps::pinned().expect("the agent's maps");
+    let rec = sluice_host::kernel::struct_ops::Recording::start(name, &shared).expect("registering the recording algorithm");
     let then = match selection {
         Selection::Map => {
-            agent::policy_set(&PolicyKey::Port(port), name).unwrap();
+            cc_policy::set(&Selector::Port(port), name).unwrap();
             None
         }
         Selection::Class { params, then } => {
@@ -1313,7 +1316,7 @@ fn the_guides_worked_example_builds_for_both_targets() {
     let mut obj = libbpf_rs::ObjectBuilder::default().open_file(dir.join("aimd.bpf.o")).unwrap().load().expect("the verifier accepts the example");
     let mut map = obj.maps_mut().find(|m| libbpf_rs::MapCore::name(m) == "aimd").expect("the struct_ops map");
     let link = map.attach_struct_ops().expect("registering the example");
-    assert!(sluice_host::cc::available().unwrap().iter().any(|a| a == "aimd"), "aimd registered in the kernel");
+    assert!(sluice_host::kernel::struct_ops::available().unwrap().iter().any(|a| a == "aimd"), "aimd registered in the kernel");
     drop(link);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -1329,15 +1332,15 @@ fn the_guides_worked_example_builds_for_both_targets() {
 /// at 41 Mb/s once pulled twelve days' mean to 1.11x while the median stood at 1.38x.
 #[test]
 fn retcp_fills_the_fast_phase_faster_than_newreno_in_circuit_mode() {
-    use sluice_host::circuit::{self, CircuitPlan};
-    use sluice_host::delay::DelayLine;
+    use sluice_host::testbed::circuit::{self, CircuitPlan};
+    use sluice_host::testbed::delay::DelayLine;
     let _g = prerequisites();
-    let _ = testbed::down("slt9");
+    let _ = netns::down("slt9");
     let opts = TestbedOptions { prefix: "slt9".into(), mtu: 9000, queue_packets: 8, ce_threshold: 0, ..TestbedOptions::default() };
-    let tb = TestbedGuard(testbed::up(&opts).expect("testbed up"));
+    let tb = TestbedGuard(netns::up(&opts).expect("testbed up"));
     let _agent = AgentGuard::load("sluice-test-circuit");
-    agent::policy_set(&PolicyKey::Port(5911), "retcp").unwrap();
-    agent::policy_set(&PolicyKey::Port(5912), "newreno").unwrap();
+    cc_policy::set(&Selector::Port(5911), "retcp").unwrap();
+    cc_policy::set(&Selector::Port(5912), "newreno").unwrap();
     let line = DelayLine::start(&tb.0, 3, 1, Duration::from_millis(5)).expect("the delay line");
     let ms = Duration::from_millis;
     let plan = CircuitPlan {
@@ -1363,10 +1366,10 @@ fn retcp_fills_the_fast_phase_faster_than_newreno_in_circuit_mode() {
         sorted.sort_by(f64::total_cmp);
         ((sorted[5] + sorted[6]) / 2.0, days, cc)
     };
-    let ece_before = switch::counters(Some(&tb.0.switch)).unwrap()[7];
+    let ece_before = int_switch::counters(Some(&tb.0.switch)).unwrap()[7];
     let (retcp, retcp_days, cc) = fast_phases(5911);
     assert_eq!(cc, "retcp+ecn", "policy selected reTCP, with ECN");
-    let marked = switch::counters(Some(&tb.0.switch)).unwrap()[7] - ece_before;
+    let marked = int_switch::counters(Some(&tb.0.switch)).unwrap()[7] - ece_before;
     let (reno, reno_days, cc) = fast_phases(5912);
     assert_eq!(cc, "newreno");
     let carried = line.stop().expect("stopping the delay line");
@@ -1448,11 +1451,11 @@ fn kernel_outcomes(tb: &TestbedGuard, agent: &AgentGuard, peer_has_agent: bool) 
     let mut out = vec![];
     for (class, port) in [("telemetry", 5801u16), ("marks", 5802)] {
         let id = applied.classes.iter().find(|c| c.name == class).unwrap().id;
-        let before = sluice_host::classes::counts(id).unwrap();
+        let before = sluice_host::kernel::class_table::counts(id).unwrap();
         let l = listener_in(&tb.ns(1), port, &server_cgroup, &agent.cgroup);
         let cc = connect_cc(&tb.ns(0), tb.addr(1), port);
         l.join().unwrap();
-        let after = sluice_host::classes::counts(id).unwrap();
+        let after = sluice_host::kernel::class_table::counts(id).unwrap();
         let moved: Vec<&str> = sluice_sim::cc::negotiation::Negotiation::ALL
             .iter()
             .zip(before.negotiated.iter().zip(after.negotiated))
@@ -1476,10 +1479,10 @@ fn negotiation_outcomes_on_real_tcp_equal_the_simulators() {
     let tb = TestbedGuard::up("sltneg", 1500, 30_000);
     let agent = AgentGuard::load("sluice-test-negotiation");
     let policy = sluice_sim::scenario::host_policy::parse(&format!("version = 1\n{NEGOTIATED_CLASSES}"), "negotiation policy").expect("a valid policy");
-    sluice_host::classes::apply(&policy, "negotiation policy").unwrap().expect("the policy applied");
+    sluice_host::service::enforce::put_in_force(&policy, "negotiation policy").unwrap().expect("the policy applied");
     let (sw, port) = (tb.0.switch.clone(), tb.0.hosts[1].switch_port.clone());
-    let normal = switch::port_config(&port, Some(&sw)).unwrap();
-    let answered0 = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED];
+    let normal = int_switch::port_config(&port, Some(&sw)).unwrap();
+    let answered0 = pins::read_counters("cc_counters", sockops::CC_COUNTERS.len()).unwrap()[sockops::NEG_ANSWERED];
     // (case, the simulator's overrides, the switch port towards the peer, the peer runs the agent)
     let cases: [(&str, &[&str], PortConfig, bool); 4] = [
         ("both ends with the agent", &[], normal, true),
@@ -1489,19 +1492,19 @@ fn negotiation_outcomes_on_real_tcp_equal_the_simulators() {
     ];
     let mut fallbacks = 0;
     for (case, overrides, cfg, peer_has_agent) in &cases {
-        switch::set_port_config(&port, Some(&sw), cfg).unwrap();
+        int_switch::set_port_config(&port, Some(&sw), cfg).unwrap();
         let kernel = kernel_outcomes(&tb, &agent, *peer_has_agent);
         let sim = simulated_outcomes(overrides);
         println!("negotiation, {case}: kernel {kernel:?}, simulator {sim:?}");
         assert_eq!(kernel, sim, "{case}: the kernel and the simulator agree on each class's algorithm and reason");
         fallbacks += kernel.iter().filter(|(_, o)| o != "accepted").count();
     }
-    switch::set_port_config(&port, Some(&sw), &normal).unwrap();
+    int_switch::set_port_config(&port, Some(&sw), &normal).unwrap();
     // Each fallback case moves at least one class, and only the agentless peer answers nothing.
     assert!(fallbacks >= 4, "{fallbacks} fallbacks over the four cases");
-    let answered = pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap()[agent::NEG_ANSWERED] - answered0;
+    let answered = pins::read_counters("cc_counters", sockops::CC_COUNTERS.len()).unwrap()[sockops::NEG_ANSWERED] - answered0;
     assert_eq!(answered, 6, "the peer's agent answered both classes in the three cases it was there");
-    let seen = switch::counters(Some(&sw)).unwrap()[switch::NEG_SEEN];
+    let seen = int_switch::counters(Some(&sw)).unwrap()[int_switch::NEG_SEEN];
     assert!(seen >= 8, "the switch saw every proposal: {seen}");
 }
 
@@ -1520,8 +1523,8 @@ fn malformed_negotiation_options_are_counted_and_not_answered() {
         &[253, 6, 0x53, 0x4c, 0xb0, 0x00],      // a byte too many
         &[1, 1, 1, 253, 5, 0x53, 0x4c],         // runs past the header's end
     ];
-    let read = || pins::read_counters("cc_counters", agent::CC_COUNTERS.len()).unwrap();
-    let (c0, sw0) = (read(), switch::counters(Some(&sw)).unwrap()[switch::NEG_MALFORMED]);
+    let read = || pins::read_counters("cc_counters", sockops::CC_COUNTERS.len()).unwrap();
+    let (c0, sw0) = (read(), int_switch::counters(Some(&sw)).unwrap()[int_switch::NEG_MALFORMED]);
     in_netns(&h1, move || {
         let raw = RawSocket::open();
         for (i, opt) in bad.iter().enumerate() {
@@ -1535,9 +1538,9 @@ fn malformed_negotiation_options_are_counted_and_not_answered() {
     assert!(!connect_cc(&h1, dst, 5803).is_empty());
     l.join().unwrap();
     let c = read();
-    let malformed = c[agent::NEG_MALFORMED] - c0[agent::NEG_MALFORMED];
-    let answered = c[agent::NEG_ANSWERED] - c0[agent::NEG_ANSWERED];
-    let sw_bad = switch::counters(Some(&sw)).unwrap()[switch::NEG_MALFORMED] - sw0;
+    let malformed = c[sockops::NEG_MALFORMED] - c0[sockops::NEG_MALFORMED];
+    let answered = c[sockops::NEG_ANSWERED] - c0[sockops::NEG_ANSWERED];
+    let sw_bad = int_switch::counters(Some(&sw)).unwrap()[int_switch::NEG_MALFORMED] - sw0;
     println!("malformed negotiation: listener counted {malformed}, answered {answered}; switch counted {sw_bad}");
     assert_eq!(malformed, 3, "each malformed SYN counted once by the listener's agent");
     assert_eq!(answered, 0, "no connection here proposes, so nothing is answered");

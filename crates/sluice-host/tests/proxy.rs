@@ -3,7 +3,7 @@
 //! and answers short key-value connections correctly; the sockmap relay redirects in the kernel
 //! (its verdict program counts the segments).
 
-use sluice_host::proxy::{bulk, short, Backend, Mode, Proxy};
+use sluice_host::testbed::proxy::{bulk, short, Backend, Mode, Proxy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -34,7 +34,7 @@ fn every_relay_mode_carries_every_byte_and_answers_short_connections() {
 
 #[test]
 fn the_benchmark_names_a_bad_flag_and_its_expected_form() {
-    use sluice_host::cli::{run_proxy, ProxyCmd};
+    use sluice_host::testbed::cli::{run_proxy, ProxyCmd};
     let bench = |megabytes, seconds, rounds| ProxyCmd::Bench { megabytes, seconds, rounds, mode: vec![] };
     for (cmd, flag, form) in [
         (bench(0, 1.0, 3), "--megabytes", "expected 1 to 1048576"),

@@ -11,6 +11,7 @@
 pub use crate::log::now_ms;
 use crate::applied::STATE_DIR;
 use crate::etcd::Etcd;
+use crate::prometheus::{Exposition, Kind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -245,6 +246,27 @@ pub fn figures_text() -> String {
         s.push_str(&format!("  failing: {f}\n"));
     }
     s
+}
+
+/// An agent's fleet figures as Prometheus metrics: the version it runs and the latest it saw,
+/// for `sluice admin status`'s view from each host and the fleet dashboard.
+pub fn metrics(r: &Report, e: &mut Exposition) {
+    let seen = r.seen_version.or(r.version).unwrap_or(0);
+    let figures = [
+        ("sluice_fleet_version", "The fleet policy version in force on this host.", r.version.unwrap_or(0)),
+        ("sluice_fleet_seen_version", "The latest fleet policy version this host saw in etcd.", seen),
+        ("sluice_fleet_lag_versions", "Versions seen but not in force.", seen.saturating_sub(r.version.unwrap_or(0))),
+        ("sluice_fleet_refused_version", "The last version this host refused (0: none).", r.refused.as_ref().map_or(0, |(v, _)| *v)),
+        ("sluice_fleet_report_timestamp_seconds", "When the agent last wrote its report.", r.reported_unix_ms / 1000),
+    ];
+    for (name, help, v) in figures {
+        e.single(name, Kind::Gauge, help, v);
+    }
+    let name = "sluice_fleet_failing";
+    e.family(name, Kind::Gauge, "Whether the agent cannot watch the policy or write its report (its log and `sluice agent status` say why).");
+    for (what, failing) in [("watch", &r.watch_error), ("report", &r.report_error)] {
+        e.sample(name, &[("what", what)], u8::from(failing.is_some()));
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Each crate's modules import one another without a circle (the simulator, the platform, the
-//! Linux half and the CLI; the Python module is one file), and each layer of the simulator and
-//! the platform uses only those below it (the Linux half's layers are next). A module is a file
-//! under `src/`
+//! Linux half and the CLI; the Python module is one file), each layer of the simulator, the
+//! platform and the Linux half uses only those below it, the Linux half's testbed and service
+//! stay apart, and no function of the platform or the Linux half runs over 80 lines. A module is
+//! a file under `src/`
 //! (a folder's `mod.rs` for the folder). It depends on another where it names that module's
 //! path, in a `use` or anywhere in its code: `crate::...`, `super::...`, `self::...`, a path
 //! through a name a `use` brought in from the crate (`use crate::cc::{self}`, then
@@ -401,7 +402,7 @@ fn report(mods: &BTreeMap<Module, String>, edges: &Edges, circles: &[BTreeSet<Mo
 
 /// The crates checked, each with the fewest modules and dependencies its sources have, so a
 /// path that reads nothing fails.
-const CRATES: [(&str, usize, usize); 4] = [("sluice-sim", 90, 300), ("sluice-platform", 6, 8), ("sluice-host", 17, 35), ("sluice-cli", 8, 5)];
+const CRATES: [(&str, usize, usize); 4] = [("sluice-sim", 90, 300), ("sluice-platform", 8, 10), ("sluice-host", 28, 50), ("sluice-cli", 8, 5)];
 
 /// A crate's modules and their dependencies, read from its `src/`.
 fn crate_graph(name: &str, min_mods: usize, min_edges: usize) -> (BTreeMap<Module, String>, Edges) {
@@ -465,8 +466,9 @@ pub fn k() { crate::b::inner::Inner; }
     assert_eq!(report(&mods, &edges, &found), "a circle of 2 modules: a.rs c.rs\n  a.rs -> c.rs: a.rs:1, a.rs:2\n  c.rs -> a.rs: c.rs:1\n");
 }
 
-/// Layers, lowest first, by top-level module: a module may use its own layer's and those below,
-/// never one above.
+/// Layers, lowest first, by module path (`net`, or `kernel::pins` inside a folder): a module is
+/// in the layer of the longest path that starts it, and may use its own layer's modules and
+/// those below, never one above.
 type Layers = &'static [(&'static str, &'static [&'static str])];
 
 /// The simulator's layers. Core types; the network and the context every element acts through
@@ -481,19 +483,62 @@ const LAYERS: Layers = &[
     ("scenario and outputs", &["scenario", "check", "metrics", "run", "fuzzing"]),
 ];
 
-/// The platform's layers: the agent's record, the log and the etcd client; the fleet's documents,
-/// reports and views; `sluice admin`'s commands; their command line.
+/// The platform's layers: the log, Prometheus text, the agent's record and the etcd client; a
+/// policy's plan and the fleet's documents, reports and views; `sluice admin`'s commands; their
+/// command line.
 const PLATFORM_LAYERS: Layers = &[
-    ("records and clients", &["log", "applied", "etcd"]),
-    ("fleet", &["fleet"]),
+    ("records and clients", &["log", "prometheus", "applied", "etcd"]),
+    ("plan and fleet", &["plan", "fleet"]),
     ("admin", &["admin"]),
     ("cli", &["cli"]),
 ];
 
-/// The layer a module is in (`lib.rs` above them all).
+/// The Linux half's layers: the host's plumbing; the kernel layer (skeletons and pins, then the
+/// programs' maps, then the agent's tables, which decide nothing); the testbed tools on it; the
+/// service (enforcing a policy and status, then the local and fleet modes and telemetry, then
+/// the commands).
+const HOST_LAYERS: Layers = &[
+    ("system", &["sys"]),
+    ("kernel: skeletons and pins", &["kernel::skel", "kernel::pins"]),
+    (
+        "kernel: programs and maps",
+        &["kernel::struct_ops", "kernel::agent_config", "kernel::events", "kernel::int_switch", "kernel::sockmap", "kernel::replay", "kernel::codec"],
+    ),
+    ("kernel: the agent's tables", &["kernel::sockops", "kernel::cc_policy", "kernel::class_table"]),
+    ("testbed: namespaces and proxy", &["testbed::netns", "testbed::proxy"]),
+    ("testbed: circuit, delay and evidence", &["testbed::circuit", "testbed::delay", "testbed::evidence"]),
+    ("testbed: cli", &["testbed::cli"]),
+    ("service: enforcing and status", &["service::enforce", "service::status"]),
+    ("service: modes and telemetry", &["service::local", "service::fleet", "service::telemetry"]),
+    ("service: cli", &["service::cli"]),
+];
+
+/// Parts of the Linux half that never use one another: the service does not reach into the
+/// testbed (the testbed, lower, cannot reach the service by the layers).
+const HOST_APART: &[(&str, &str)] = &[("service", "testbed")];
+
+/// Whether module `m` is at or under the module path `path` (`kernel::pins`).
+fn under(m: &Module, path: &str) -> bool {
+    let p: Vec<&str> = path.split("::").collect();
+    m.len() >= p.len() && m.iter().zip(&p).all(|(a, b)| a == b)
+}
+
+/// The layer a module is in (`lib.rs` and a folder's `mod.rs`, which only declare, above them all).
 fn layer_of(layers: Layers, m: &Module) -> Result<usize, String> {
-    let Some(top) = m.first() else { return Ok(layers.len()) };
-    layers.iter().position(|(_, tops)| tops.contains(&top.as_str())).ok_or_else(|| format!("module {top} is in no layer"))
+    let mut best: Option<(usize, usize)> = None;
+    for (i, (_, paths)) in layers.iter().enumerate() {
+        for p in paths.iter().filter(|p| under(m, p)) {
+            let depth = p.split("::").count();
+            if best.map_or(true, |(_, d)| depth > d) {
+                best = Some((i, depth));
+            }
+        }
+    }
+    match best {
+        Some((i, _)) => Ok(i),
+        None if m.is_empty() || layers.iter().flat_map(|(_, p)| p.iter()).any(|p| p.starts_with(&format!("{}::", m.join("::")))) => Ok(layers.len()),
+        None => Err(format!("module {} is in no layer", m.join("::"))),
+    }
 }
 
 /// Every use of a module in a higher layer, as `from -> to (file:line, ..)`.
@@ -510,10 +555,94 @@ fn upward(layers: Layers, mods: &BTreeMap<Module, String>, edges: &Edges) -> Res
 
 #[test]
 fn no_layer_uses_one_above_it() {
-    for (name, layers) in [("sluice-sim", LAYERS), ("sluice-platform", PLATFORM_LAYERS)] {
+    for (name, layers) in [("sluice-sim", LAYERS), ("sluice-platform", PLATFORM_LAYERS), ("sluice-host", HOST_LAYERS)] {
         let (_, min_mods, min_edges) = CRATES.iter().find(|c| c.0 == name).copied().unwrap();
         let (mods, edges) = crate_graph(name, min_mods, min_edges);
         let found = upward(layers, &mods, &edges).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(found.is_empty(), "{name}: uses of a higher layer; move the item down to the layer that uses it:\n{}", found.join("\n"));
     }
+}
+
+#[test]
+fn the_testbed_and_the_service_stay_apart() {
+    let (_, min_mods, min_edges) = CRATES.iter().find(|c| c.0 == "sluice-host").copied().unwrap();
+    let (mods, edges) = crate_graph("sluice-host", min_mods, min_edges);
+    for (from, to) in HOST_APART {
+        let found: Vec<String> =
+            edges.iter().filter(|((a, b), _)| under(a, from) && under(b, to)).map(|((a, b), at)| format!("{} -> {}: {}", mods[a], mods[b], at.join(", "))).collect();
+        assert!(found.is_empty(), "sluice-host: {from} uses {to}; move what both need into the kernel layer or sys:\n{}", found.join("\n"));
+    }
+}
+
+/// Each function of `files` (module file and text) with its first line and its length in lines,
+/// from `fn` to its closing brace; functions without a body and `#[cfg(test)]` items aside.
+fn functions(files: &BTreeMap<String, String>) -> Vec<(String, String, usize)> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let toks = drop_cfg_test(lex(text));
+        for i in 0..toks.len() {
+            if toks[i].0 != "fn" || !toks.get(i + 1).is_some_and(|t| is_ident(&t.0)) {
+                continue;
+            }
+            // The body opens at the first `{` outside parentheses and brackets, unless a `;` ends
+            // a declaration first.
+            let (mut j, mut depth) = (i + 2, 0i32);
+            while j < toks.len() && !(depth == 0 && (toks[j].0 == "{" || toks[j].0 == ";")) {
+                match toks[j].0.as_str() {
+                    "(" | "[" => depth += 1,
+                    ")" | "]" => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if j == toks.len() || toks[j].0 == ";" {
+                continue;
+            }
+            let mut braces = 0;
+            let end = (j..toks.len()).find(|&k| {
+                match toks[k].0.as_str() {
+                    "{" => braces += 1,
+                    "}" => braces -= 1,
+                    _ => {}
+                }
+                braces == 0
+            });
+            let end_line = end.map_or(toks.last().map_or(0, |t| t.1), |k| toks[k].1);
+            out.push((format!("{rel}:{}", toks[i].1), toks[i + 1].0.clone(), end_line - toks[i].1 + 1));
+        }
+    }
+    out
+}
+
+/// The longest a function of the platform or the Linux half may run, in lines.
+const MOST_LINES: usize = 80;
+
+#[test]
+fn no_function_of_the_host_half_runs_over_80_lines() {
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for name in ["sluice-platform", "sluice-host"] {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name).join("src");
+        for (at, f, lines) in functions(&sources(&src)) {
+            seen += 1;
+            if lines > MOST_LINES {
+                long.push(format!("{name}/src/{at}: fn {f} runs {lines} lines"));
+            }
+        }
+    }
+    assert!(seen > 250, "{seen} functions read: the sources were not read");
+    assert!(long.is_empty(), "functions over {MOST_LINES} lines; split each into steps with names:\n{}", long.join("\n"));
+}
+
+#[test]
+fn function_lengths_count_from_fn_to_the_closing_brace() {
+    let files: BTreeMap<String, String> = [(
+        "a.rs".to_string(),
+        "fn short() -> [u8; 2] {\n    [0, 1]\n}\n\ntrait T {\n    fn decl(&self);\n}\n\nfn f(x: u8) -> u8\nwhere\n    u8: Copy,\n{\n    let s = \"}\";\n    // }\n    x\n}\n#[cfg(test)]\nmod tests { fn t() {} }\n"
+            .to_string(),
+    )]
+    .into_iter()
+    .collect();
+    let got: Vec<(String, String, usize)> = functions(&files);
+    assert_eq!(got, [("a.rs:1".to_string(), "short".to_string(), 3), ("a.rs:9".to_string(), "f".to_string(), 8)]);
 }

@@ -8,7 +8,7 @@
 //!   <p>-h3 eth0 10.72.3.1 ──── p3 10.72.3.254 ┘
 //! ```
 
-use crate::switch::{self, PortConfig};
+use crate::kernel::int_switch::{self, PortConfig};
 use crate::sys::{self, run};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,18 @@ pub enum Shaper {
     Tbf,
 }
 
+/// Segmentation and receive offloads on every device of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Offloads {
+    /// Checksums in software, so no TSO (GSO segments each send at the host's own device) and
+    /// no GRO (a veth's default): every packet queued at the switch is one frame.
+    #[default]
+    Off,
+    /// As Linux ships a NIC: checksum offload and TSO on, so a queued packet may carry up to
+    /// 64 KB of segments (a veth hands them on whole), and GRO on at every receiver.
+    Linux,
+}
+
 /// Options of `testbed up`.
 #[derive(Debug, Clone)]
 pub struct TestbedOptions {
@@ -38,6 +50,10 @@ pub struct TestbedOptions {
     pub shaper: Shaper,
     /// Shaper queue limit, packets.
     pub queue_packets: u32,
+    /// Shaper queue limit in bytes, as a scenario states a buffer; replaces `queue_packets`.
+    pub queue_bytes: Option<u64>,
+    /// Segmentation and receive offloads.
+    pub offloads: Offloads,
     /// CE marking threshold of the INT switch, bytes (0: no marking).
     pub ce_threshold: u64,
     /// Attach the INT switch.
@@ -54,6 +70,8 @@ impl Default for TestbedOptions {
             rate_bps: 1_000_000_000,
             shaper: Shaper::Htb,
             queue_packets: 1000,
+            queue_bytes: None,
+            offloads: Offloads::Off,
             ce_threshold: 30_000,
             int_switch: true,
             mtu: 1500,
@@ -94,6 +112,12 @@ pub struct Testbed {
     /// Each shaper's queue limit, packets.
     #[serde(default = "default_queue")]
     pub queue_packets: u32,
+    /// Each shaper's queue limit in bytes, where given (it replaces `queue_packets`).
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+    /// Segmentation and receive offloads.
+    #[serde(default)]
+    pub offloads: Offloads,
 }
 
 fn default_shaper() -> Shaper {
@@ -111,11 +135,16 @@ fn default_queue() -> u32 {
 impl Testbed {
     /// A human-readable summary.
     pub fn describe(&self) -> String {
+        let buffer = match self.queue_bytes {
+            Some(b) => format!("{b} B"),
+            None => format!("{} packets", self.queue_packets),
+        };
         let mut s = format!(
-            "testbed {}: switch netns {} ({} Mb/s per port{})\n",
+            "testbed {}: switch netns {} ({} Mb/s per port, buffer {buffer}, offloads {:?}{})\n",
             self.prefix,
             self.switch,
             self.rate_bps / 1_000_000,
+            self.offloads,
             if self.int_switch { ", INT switch attached" } else { "" }
         );
         for h in &self.hosts {
@@ -146,6 +175,9 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
     if o.queue_packets == 0 {
         bail!("queue_packets: expected at least 1 packet");
     }
+    if let Some(b) = o.queue_bytes.filter(|&b| b < o.mtu as u64 + 14) {
+        bail!("queue_bytes: {b} B holds no full frame; expected at least the MTU plus 14 ({} B)", o.mtu + 14);
+    }
     if !(2..=200).contains(&o.hosts) {
         bail!("hosts: expected 2 to 200, got {}", o.hosts);
     }
@@ -164,6 +196,8 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
         shaper: o.shaper,
         mtu: o.mtu,
         queue_packets: o.queue_packets,
+        queue_bytes: o.queue_bytes,
+        offloads: o.offloads,
     };
     fs::create_dir_all(sys::STATE_DIR)?;
     fs::write(state_file(&o.prefix), serde_json::to_string_pretty(&tb)?)?;
@@ -193,15 +227,20 @@ fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
         run("ip", &["-n", ns, "link", "set", "eth0", "mtu", &mtu, "up"])?;
         run("ip", &["-n", sw, "link", "set", port, "mtu", &mtu, "up"])?;
         run("ip", &["-n", ns, "route", "add", "default", "via", &format!("10.72.{i}.254")])?;
-        // Software checksums end to end: the switch rewrites the TCP header, so receivers must
-        // verify, and senders must not hand over partial checksums the switch cannot see.
+        // Offloads off: software checksums end to end, so receivers verify every header the
+        // switch rewrites, and each queued packet is one frame. On: as Linux ships a NIC (the
+        // switch's checksum fixes leave a partial checksum to its final computation).
+        let features: &[&str] = match o.offloads {
+            Offloads::Off => &["rx", "off", "tx", "off"],
+            Offloads::Linux => &["gro", "on"],
+        };
         for (n, dev) in [(ns, "eth0"), (sw, port)] {
-            run("ip", &["netns", "exec", n, "ethtool", "-K", dev, "rx", "off", "tx", "off"]).context("turning checksum offload off")?;
+            run("ip", &[&["netns", "exec", n, "ethtool", "-K", dev][..], features].concat()).context("setting the offloads")?;
         }
         shape(sw, port, &rate, o)?;
         if o.int_switch {
             let cfg = PortConfig { rate_bps: o.rate_bps, ce_threshold: o.ce_threshold, ..PortConfig::default() };
-            switch::attach(port, Some(sw), &cfg)?;
+            int_switch::attach(port, Some(sw), &cfg)?;
         }
     }
     Ok(())
@@ -222,6 +261,10 @@ fn tbf_limit(packets: u32, mtu: u32) -> u64 {
 
 fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
     let limit = o.queue_packets.to_string();
+    let fifo = match o.queue_bytes {
+        Some(b) => ["bfifo", "limit", &b.to_string()].map(String::from),
+        None => ["pfifo", "limit", &limit].map(String::from),
+    };
     let burst = format!("{}b", shaper_burst(o.mtu, o.rate_bps));
     match o.shaper {
         Shaper::Htb => {
@@ -229,10 +272,11 @@ fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
             let class = ["-n", sw, "class", "add", "dev", port, "parent", "1:", "classid", "1:1", "htb"];
             let shaping = ["rate", rate, "ceil", rate, "burst", &burst, "cburst", &burst];
             run("tc", &[&class[..], &shaping[..]].concat())?;
-            run("tc", &["-n", sw, "qdisc", "add", "dev", port, "parent", "1:1", "handle", "10:", "pfifo", "limit", &limit])?;
+            let leaf = ["-n", sw, "qdisc", "add", "dev", port, "parent", "1:1", "handle", "10:"];
+            run("tc", &[&leaf[..], &fifo.each_ref().map(String::as_str)[..]].concat())?;
         }
         Shaper::Tbf => {
-            let bytes = tbf_limit(o.queue_packets, o.mtu).to_string();
+            let bytes = o.queue_bytes.unwrap_or(tbf_limit(o.queue_packets, o.mtu)).to_string();
             run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "tbf", "rate", rate, "burst", &burst, "limit", &bytes])?;
         }
     }
@@ -250,14 +294,14 @@ pub fn set_rate(tb: &Testbed, port: &str, rate_bps: u64) -> Result<()> {
             run("tc", &[&class[..], &["rate", &rate, "ceil", &rate, "burst", &burst, "cburst", &burst]].concat())?;
         }
         Shaper::Tbf => {
-            let bytes = tbf_limit(tb.queue_packets, tb.mtu).to_string();
+            let bytes = tb.queue_bytes.unwrap_or(tbf_limit(tb.queue_packets, tb.mtu)).to_string();
             run("tc", &["-n", sw, "qdisc", "change", "dev", port, "root", "tbf", "rate", &rate, "burst", &burst, "limit", &bytes])?;
         }
     }
     if tb.int_switch {
-        let mut cfg = switch::port_config(port, Some(sw))?;
+        let mut cfg = int_switch::port_config(port, Some(sw))?;
         cfg.rate_bps = rate_bps;
-        switch::set_port_config(port, Some(sw), &cfg)?;
+        int_switch::set_port_config(port, Some(sw), &cfg)?;
     }
     Ok(())
 }
@@ -298,7 +342,7 @@ pub fn down(prefix: &str) -> Result<Vec<String>> {
     }
     let sw = format!("{prefix}-sw");
     // Deleting the namespace deletes its veths, qdiscs and tc filters; the pinned maps remain.
-    switch::forget(Some(&sw))?;
+    int_switch::unpin_namespace(Some(&sw))?;
     for n in &names {
         if sys::netns_path(n).exists() {
             run("ip", &["netns", "del", n])?;

@@ -7,7 +7,7 @@
 //! scale, so that the window a fast phase needs is much larger than the one a slow phase keeps.
 
 use crate::sys::{self, run, NetnsGuard};
-use crate::testbed::Testbed;
+use crate::testbed::netns::Testbed;
 use anyhow::{bail, Context, Result};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

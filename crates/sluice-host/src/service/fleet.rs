@@ -5,8 +5,8 @@
 //! kernel: the last version stays in force, a restart runs it from disk, and the watch resumes
 //! from the last revision seen, so no version is skipped.
 
-use crate::classes;
-use crate::service::{self, Stopped};
+use crate::kernel::class_table;
+use crate::service::enforce::{self, load_or_adopt, Signals, Stopped};
 use crate::sys;
 use sluice_platform::applied::{self, digest};
 use sluice_platform::etcd::{Etcd, Event, Unreachable, Watched};
@@ -78,63 +78,8 @@ enum News {
 
 /// Runs the agent in fleet mode until SIGTERM or SIGINT.
 pub fn run(o: &FleetOptions) -> Result<Stopped> {
-    if !o.dry_run {
-        sys::require_root("running the agent")?;
-    }
-    std::fs::create_dir_all(&o.state_dir).with_context(|| format!("--state-dir {}: cannot create it", o.state_dir.display()))?;
-    let cached: Option<Cached> = std::fs::read(cache_file(&o.state_dir)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    // etcd is asked once before anything loads: a wrong URL or certificate says so at once.
-    let first = match fleet::current(&o.etcd, &o.prefix) {
-        Ok(d) => d,
-        Err(e) if e.downcast_ref::<Unreachable>().is_some() && cached.is_some() => {
-            log_warn!("{e}; running version {} from {} until it answers", cached.as_ref().unwrap().document.version, o.state_dir.display());
-            None
-        }
-        Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
-            bail!("{e}\nsluice agent: no policy is kept in {} either, so there is nothing to run", o.state_dir.display())
-        }
-        Err(e) => return Err(e),
-    };
-    if !o.dry_run {
-        service::load_or_adopt(&o.cgroup)?;
-        if let Some(other) = fleet::figures().filter(|r| r.host != o.host) {
-            log_warn!(
-                "{} holds the fleet figures of host {}'s agent; this agent reports as {} and replaces them (--host names the host)",
-                fleet::figures_file().display(),
-                other.host,
-                o.host
-            );
-        }
-    }
-    let report = Report {
-        host: o.host.clone(),
-        labels: o.labels.clone(),
-        dry_run: o.dry_run,
-        window_s: o.window.as_secs(),
-        ..Report::default()
-    };
-    let logged = last_logged(&o.state_dir);
-    let mut agent = Agent { o: o.clone(), in_force: None, report: Arc::new(Mutex::new(report)), logged };
-    // The version kept on disk first; then every version etcd wrote since, in order, so none is
-    // skipped (etcd may have compacted them: then the latest).
-    let from = match (&cached, first) {
-        (Some(c), _) => {
-            agent.put_in_force(&c.document, c.revision);
-            c.revision + 1
-        }
-        (None, Some((doc, rev))) => {
-            agent.put_in_force(&doc, rev);
-            rev + 1
-        }
-        (None, None) => 0,
-    };
-
-    let term = Arc::new(AtomicBool::new(false));
-    let hup = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, term.clone())?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+    let (mut agent, from) = start(o)?;
+    let Signals { term, hup } = Signals::register()?;
     let (news_tx, news) = channel();
     let (nudge, nudged) = channel();
     {
@@ -143,40 +88,17 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     }
     let reporter = {
         let (o, report, term) = (o.clone(), agent.report.clone(), term.clone());
-        std::thread::spawn(move || report_loop(&o, &report, &nudged, &term))
+        std::thread::spawn(move || Reporter::new(&o).run(&report, &nudged, &term))
     };
     let mut reachable = true;
     while !term.load(Ordering::Relaxed) {
         match news.recv_timeout(Duration::from_millis(50)) {
-            Ok(News::Version(doc, rev)) => {
-                agent.report.lock().unwrap().seen_version = Some(doc.version);
-                if agent.put_in_force(&doc, rev) {
+            Ok(n) => {
+                if agent.take(n, &mut reachable) {
                     let _ = nudge.send(());
                 }
             }
-            Ok(News::Reachable(now)) if now != reachable => {
-                reachable = now;
-                let v = agent.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
-                if now {
-                    log_info!("sluice agent: etcd answers again; catching up from version {v}");
-                } else {
-                    log_warn!("etcd does not answer; version {v} {}, and the agent catches up when it returns", agent.stays());
-                }
-            }
-            Ok(News::WatchError(e)) => {
-                let v = agent.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
-                match &e {
-                    Some(e) => log_error!(
-                        "cannot watch {}: {e}; version {v} {} and no new version reaches this host until etcd serves the watch",
-                        policy_key(&o.prefix),
-                        agent.stays()
-                    ),
-                    None => log_info!("sluice agent: etcd serves the watch again; catching up from version {v}"),
-                }
-                agent.report.lock().unwrap().watch_error = e;
-                let _ = nudge.send(());
-            }
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => bail!("the etcd watch stopped"),
         }
         if hup.swap(false, Ordering::Relaxed) {
@@ -198,6 +120,55 @@ pub fn run(o: &FleetOptions) -> Result<Stopped> {
     Ok(Stopped::Signal)
 }
 
+/// Everything before the watch: etcd asked once (a wrong URL or certificate says so at once),
+/// the programs loaded or adopted, and the version kept on disk, else etcd's, put in force.
+/// Returns the agent and the revision the watch starts from: every version etcd wrote since, in
+/// order, so none is skipped (etcd may have compacted them: then the latest).
+fn start(o: &FleetOptions) -> Result<(Agent, i64)> {
+    if !o.dry_run {
+        sys::require_root("running the agent")?;
+    }
+    std::fs::create_dir_all(&o.state_dir).with_context(|| format!("--state-dir {}: cannot create it", o.state_dir.display()))?;
+    let cached: Option<Cached> = std::fs::read(cache_file(&o.state_dir)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let first = match fleet::current(&o.etcd, &o.prefix) {
+        Ok(d) => d,
+        Err(e) if e.downcast_ref::<Unreachable>().is_some() => match &cached {
+            Some(c) => {
+                log_warn!("{e}; running version {} from {} until it answers", c.document.version, o.state_dir.display());
+                None
+            }
+            None => bail!("{e}\nsluice agent: no policy is kept in {} either, so there is nothing to run", o.state_dir.display()),
+        },
+        Err(e) => return Err(e),
+    };
+    if !o.dry_run {
+        load_or_adopt(&o.cgroup)?;
+        if let Some(other) = fleet::figures().filter(|r| r.host != o.host) {
+            log_warn!(
+                "{} holds the fleet figures of host {}'s agent; this agent reports as {} and replaces them (--host names the host)",
+                fleet::figures_file().display(),
+                other.host,
+                o.host
+            );
+        }
+    }
+    let report = Report { host: o.host.clone(), labels: o.labels.clone(), dry_run: o.dry_run, window_s: o.window.as_secs(), ..Report::default() };
+    let logged = last_logged(&o.state_dir);
+    let mut agent = Agent { o: o.clone(), in_force: None, report: Arc::new(Mutex::new(report)), logged };
+    let from = match (cached, first) {
+        (Some(c), _) => {
+            agent.put_in_force(&c.document, c.revision);
+            c.revision + 1
+        }
+        (None, Some((doc, rev))) => {
+            agent.put_in_force(&doc, rev);
+            rev + 1
+        }
+        (None, None) => 0,
+    };
+    Ok((agent, from))
+}
+
 /// The agent's own state in the main thread.
 struct Agent {
     o: FleetOptions,
@@ -217,6 +188,45 @@ impl Agent {
             "stays the one checked (a dry run: the kernel is not changed)"
         } else {
             "stays in force"
+        }
+    }
+
+    /// The version in force, for the log.
+    fn version(&self) -> String {
+        self.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string())
+    }
+
+    /// Acts on the watcher's news; whether the reporter should report at once. `reachable` is
+    /// whether etcd answered at the last news of it.
+    fn take(&mut self, news: News, reachable: &mut bool) -> bool {
+        match news {
+            News::Version(doc, rev) => {
+                self.report.lock().unwrap().seen_version = Some(doc.version);
+                self.put_in_force(&doc, rev)
+            }
+            News::Reachable(now) if now != *reachable => {
+                *reachable = now;
+                if now {
+                    log_info!("sluice agent: etcd answers again; catching up from version {}", self.version());
+                } else {
+                    log_warn!("etcd does not answer; version {} {}, and the agent catches up when it returns", self.version(), self.stays());
+                }
+                false
+            }
+            News::Reachable(_) => false,
+            News::WatchError(e) => {
+                match &e {
+                    Some(e) => log_error!(
+                        "cannot watch {}: {e}; version {} {} and no new version reaches this host until etcd serves the watch",
+                        policy_key(&self.o.prefix),
+                        self.version(),
+                        self.stays()
+                    ),
+                    None => log_info!("sluice agent: etcd serves the watch again; catching up from version {}", self.version()),
+                }
+                self.report.lock().unwrap().watch_error = e;
+                true
+            }
         }
     }
 
@@ -258,8 +268,7 @@ impl Agent {
                 for e in &errors {
                     log_error!("{e}");
                 }
-                let v = self.in_force.as_ref().map_or("none".to_string(), |d| d.version.to_string());
-                log_error!("version {} refused on this host; version {v} {}", doc.version, self.stays());
+                log_error!("version {} refused on this host; version {} {}", doc.version, self.version(), self.stays());
                 self.report.lock().unwrap().refused = Some((doc.version, errors));
                 true
             }
@@ -269,9 +278,9 @@ impl Agent {
     /// The host's checks, then (unless a dry run) the kernel's table.
     fn enforce(&self, p: &CheckedPolicy, source: &str) -> std::result::Result<(), Vec<String>> {
         if self.o.dry_run {
-            return classes::check(p).map_err(|e| vec![e.to_string()]);
+            return enforce::check(p).map(|_| ()).map_err(|e| vec![e.to_string()]);
         }
-        match classes::apply(p, source) {
+        match enforce::put_in_force(p, source) {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(vec![e.to_string()]),
             Err(e) => Err(vec![format!("{e:#}")]),
@@ -359,101 +368,142 @@ fn watch(etcd: &Etcd, key: &str, mut from: i64, news: &Sender<News>, term: &Atom
     }
 }
 
-/// Writes the report every `report_every`, and at once when nudged, until `term`; revokes the
-/// lease at the end, so the host shows as stale at once. The lease is renewed only while reports
-/// go through: an agent that cannot write its report (its credentials stopped working, its role
-/// lost a permission) lets the lease lapse, so the fleet view shows it stale within the lease's
-/// time, while its log, `sluice agent status` and its metrics say why.
-fn report_loop(o: &FleetOptions, report: &Mutex<Report>, nudged: &Receiver<()>, term: &AtomicBool) {
-    let mut lease = 0i64;
-    let keepalive = Duration::from_secs(o.lease_ttl.max(3) / 3);
-    let mut kept = Instant::now();
-    let mut reported = Instant::now() - o.report_every;
-    let mut pending = true;
-    let mut window = Window::new(o.window);
-    // Why the last report failed, and when to try again.
-    let mut failing: Option<String> = None;
-    let mut retry_at = Instant::now();
-    // When the last report went through, in milliseconds since the epoch.
-    let mut reported_ms = 0;
-    while !term.load(Ordering::Relaxed) {
-        match nudged.recv_timeout(Duration::from_millis(50)) {
-            // News (a version, a watch that fails or works again) is reported at once.
-            Ok(()) => (pending, retry_at) = (true, Instant::now()),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
+/// The reporter thread's state: the lease, when the report was last written, and why it fails.
+struct Reporter {
+    o: FleetOptions,
+    /// The lease (0: none yet, or it lapsed).
+    lease: i64,
+    /// When the lease was last renewed.
+    kept: Instant,
+    /// When a report last went through.
+    reported: Instant,
+    /// A report is due at once (news, or a new lease).
+    pending: bool,
+    /// Negotiation outcomes over the last `o.window`.
+    window: Window,
+    /// Why the last report failed.
+    failing: Option<String>,
+    /// When to try again.
+    retry_at: Instant,
+    /// When the last report went through, in milliseconds since the epoch.
+    reported_ms: u64,
+}
+
+impl Reporter {
+    fn new(o: &FleetOptions) -> Reporter {
         let now = Instant::now();
-        if now < retry_at {
-            continue;
+        Reporter {
+            o: o.clone(),
+            lease: 0,
+            kept: now,
+            reported: now,
+            pending: true,
+            window: Window::new(o.window),
+            failing: None,
+            retry_at: now,
+            reported_ms: 0,
         }
-        // Ok(Some(when)): a report went through, at that time in milliseconds since the epoch.
-        let result = (|| -> Result<Option<u64>> {
-            if lease != 0 && failing.is_none() && now.duration_since(kept) >= keepalive {
-                if o.etcd.lease_keepalive(lease)? <= 0 {
-                    // Expired while etcd was away: a new lease, and the report again under it.
-                    lease = 0;
-                }
-                kept = now;
+    }
+
+    /// Writes the report every `report_every`, and at once when nudged, until `term`; revokes
+    /// the lease at the end, so the host shows as stale at once. The lease is renewed only while
+    /// reports go through: an agent that cannot write its report (its credentials stopped
+    /// working, its role lost a permission) lets the lease lapse, so the fleet view shows it
+    /// stale within the lease's time, while its log, `sluice agent status` and its metrics say why.
+    fn run(mut self, report: &Mutex<Report>, nudged: &Receiver<()>, term: &AtomicBool) {
+        while !term.load(Ordering::Relaxed) {
+            match nudged.recv_timeout(Duration::from_millis(50)) {
+                // News (a version, a watch that fails or works again) is reported at once.
+                Ok(()) => (self.pending, self.retry_at) = (true, Instant::now()),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
             }
-            if lease == 0 {
-                lease = o.etcd.lease_grant(o.lease_ttl)?;
-                kept = now;
-                pending = true;
+            let now = Instant::now();
+            if now < self.retry_at {
+                continue;
             }
-            if !(pending || failing.is_some() || now.duration_since(reported) >= o.report_every) {
-                return Ok(None);
+            let result = self.try_report(report, now);
+            if !self.settle(result, now) {
+                continue;
             }
-            let r = current_report(o, report, &mut window);
-            let bytes = serde_json::to_vec(&r)?;
-            o.etcd.put_all(&[(&host_key(&o.prefix, &o.host), &bytes, lease), (&seen_key(&o.prefix, &o.host), &bytes, 0)])?;
-            reported = now;
-            pending = false;
-            Ok(Some(r.reported_unix_ms))
-        })();
+            // The figures on the host change with each report written or refused.
+            if !self.o.dry_run {
+                let mut state = report.lock().unwrap().clone();
+                state.reported_unix_ms = self.reported_ms;
+                state.report_error = self.failing.clone();
+                fleet::write_figures(&state);
+            }
+        }
+        if self.lease != 0 {
+            let _ = self.o.etcd.lease_revoke(self.lease);
+        }
+    }
+
+    /// Renews or grants the lease and writes the report when one is due. `Ok(Some(when))`: a
+    /// report went through, at that time in milliseconds since the epoch.
+    fn try_report(&mut self, report: &Mutex<Report>, now: Instant) -> Result<Option<u64>> {
+        let o = &self.o;
+        let keepalive = Duration::from_secs(o.lease_ttl.max(3) / 3);
+        if self.lease != 0 && self.failing.is_none() && now.duration_since(self.kept) >= keepalive {
+            if o.etcd.lease_keepalive(self.lease)? <= 0 {
+                // Expired while etcd was away: a new lease, and the report again under it.
+                self.lease = 0;
+            }
+            self.kept = now;
+        }
+        if self.lease == 0 {
+            self.lease = o.etcd.lease_grant(o.lease_ttl)?;
+            self.kept = now;
+            self.pending = true;
+        }
+        if !(self.pending || self.failing.is_some() || now.duration_since(self.reported) >= o.report_every) {
+            return Ok(None);
+        }
+        let r = current_report(o, report, &mut self.window);
+        let bytes = serde_json::to_vec(&r)?;
+        o.etcd.put_all(&[(&host_key(&o.prefix, &o.host), &bytes, self.lease), (&seen_key(&o.prefix, &o.host), &bytes, 0)])?;
+        self.reported = now;
+        self.pending = false;
+        Ok(Some(r.reported_unix_ms))
+    }
+
+    /// Takes a try's outcome: logs a failure once when it begins or changes, and a recovery;
+    /// whether the host's figures changed.
+    fn settle(&mut self, result: Result<Option<u64>>, now: Instant) -> bool {
         match result {
-            Ok(None) => continue,
+            Ok(None) => return false,
             Ok(Some(when)) => {
-                if let Some(e) = failing.take() {
+                if let Some(e) = self.failing.take() {
                     log_info!("sluice agent: reports reach etcd again (they failed: {e})");
                 }
-                reported_ms = when;
+                self.reported_ms = when;
             }
             Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
-                retry_at = now + Duration::from_millis(300);
-                continue;
+                self.retry_at = now + Duration::from_millis(300);
+                return false;
             }
             // The lease lapsed while reports failed: a new one, and the report under it, at once.
             Err(e) if format!("{e:#}").contains("lease not found") => {
-                lease = 0;
-                continue;
+                self.lease = 0;
+                return false;
             }
             Err(e) => {
                 let why = format!("{e:#}");
-                if failing.as_ref() != Some(&why) {
+                if self.failing.as_ref() != Some(&why) {
                     log_error!(
                         "cannot write this host's report to {}: {why}; its lease is left to lapse, so `sluice admin status` shows it stale until a report goes through",
-                        host_key(&o.prefix, &o.host)
+                        host_key(&self.o.prefix, &self.o.host)
                     );
                     // Revoked where etcd lets it, so the fleet view need not wait for the lease's time.
-                    if lease != 0 && o.etcd.lease_revoke(lease).is_ok() {
-                        lease = 0;
+                    if self.lease != 0 && self.o.etcd.lease_revoke(self.lease).is_ok() {
+                        self.lease = 0;
                     }
                 }
-                failing = Some(why);
-                retry_at = now + Duration::from_secs(1);
+                self.failing = Some(why);
+                self.retry_at = now + Duration::from_secs(1);
             }
         }
-        // The figures on the host change with each report written or refused.
-        if !o.dry_run {
-            let mut state = report.lock().unwrap().clone();
-            state.reported_unix_ms = reported_ms;
-            state.report_error = failing.clone();
-            fleet::write_figures(&state);
-        }
-    }
-    if lease != 0 {
-        let _ = o.etcd.lease_revoke(lease);
+        true
     }
 }
 
@@ -466,7 +516,7 @@ fn current_report(o: &FleetOptions, report: &Mutex<Report>, window: &mut Window)
         if let Ok(Some(a)) = applied::applied() {
             for c in &mut r.classes {
                 let Some(id) = a.classes.iter().find(|x| x.name == c.name).map(|x| x.id) else { continue };
-                if let Ok(n) = classes::counts(id) {
+                if let Ok(n) = class_table::counts(id) {
                     c.open = n.open();
                     c.opened = n.opened;
                     c.malformed = n.malformed;

@@ -2,8 +2,9 @@
 //! (INTval, ID, Lat) and mark CE from a queue estimate. One BPF object per network namespace
 //! serves all its ports; its maps are pinned under bpffs per namespace.
 
-use crate::skel::int_switch::{IntSwitchSkel, IntSwitchSkelBuilder};
-use crate::sys::{self, pin_root, NetnsGuard};
+use crate::kernel::skel::int_switch::{IntSwitchSkel, IntSwitchSkelBuilder};
+use crate::kernel::pins::{self, pin_root};
+use crate::sys::{self, NetnsGuard};
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -180,7 +181,7 @@ pub fn attach(dev: &str, netns: Option<&str>, cfg: &PortConfig) -> Result<()> {
     if cfg.rate_bps == 0 {
         bail!("port rate: expected a positive rate, e.g. 1gbit");
     }
-    sys::ensure_bpffs()?;
+    pins::ensure_bpffs()?;
     let _ns = NetnsGuard::enter(netns)?;
     let ifindex = sys::ifindex(dev, netns)?;
     let mut obj = MaybeUninit::uninit();
@@ -259,7 +260,7 @@ pub fn detach(dev: &str, netns: Option<&str>) -> Result<()> {
     let states = MapHandle::from_pinned_path(dir.join("port_states"))?;
     let _ = states.delete(&key);
     if cfgs.keys().next().is_none() {
-        sys::remove_pins(&dir)?;
+        pins::remove_pins(&dir)?;
         let parent = pin_root().join("switch");
         if fs::read_dir(&parent).map(|mut d| d.next().is_none()).unwrap_or(false) {
             fs::remove_dir(&parent)?;
@@ -268,21 +269,21 @@ pub fn detach(dev: &str, netns: Option<&str>) -> Result<()> {
         if fs::read_dir(&root).map(|mut d| d.next().is_none()).unwrap_or(false) {
             fs::remove_dir(&root)?;
         }
-        sys::release_bpffs()?;
+        pins::release_bpffs()?;
     }
     Ok(())
 }
 
 /// Removes every switch pin of a namespace without touching tc (for a namespace being deleted,
 /// whose devices and filters go with it).
-pub fn forget(netns: Option<&str>) -> Result<()> {
-    sys::remove_pins(&pin_dir(netns))?;
+pub fn unpin_namespace(netns: Option<&str>) -> Result<()> {
+    pins::remove_pins(&pin_dir(netns))?;
     for d in [pin_root().join("switch"), pin_root()] {
         if fs::read_dir(&d).map(|mut e| e.next().is_none()).unwrap_or(false) {
             fs::remove_dir(&d)?;
         }
     }
-    sys::release_bpffs()
+    pins::release_bpffs()
 }
 
 /// Live state of the port `dev`.
@@ -345,11 +346,11 @@ pub fn reset_stats(dev: &str, netns: Option<&str>) -> Result<()> {
 pub fn counters(netns: Option<&str>) -> Result<Vec<u64>> {
     let m = MapHandle::from_pinned_path(pin_dir(netns).join("switch_counters"))
         .map_err(|_| anyhow!("no INT switch is attached in network namespace {}", ns_label(netns)))?;
-    crate::pins::percpu_sums(&m, COUNTERS.len())
+    pins::percpu_sums(&m, COUNTERS.len())
 }
 
 /// A human-readable report of the switch in a namespace.
-pub fn status_text(netns: Option<&str>) -> Result<String> {
+pub fn switch_status(netns: Option<&str>) -> Result<String> {
     use std::fmt::Write;
     let mut s = String::new();
     let dir = pin_dir(netns);

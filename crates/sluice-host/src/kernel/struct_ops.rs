@@ -4,8 +4,8 @@
 //! built-in algorithms. A recording registration also writes every step each one takes to a ring
 //! buffer, for the differential test against the simulator build.
 
-use crate::skel::{dctcp::DctcpSkelBuilder, ecn_int::EcnIntSkelBuilder, newreno::NewrenoSkelBuilder, retcp::RetcpSkelBuilder};
-use crate::sys::pin_root;
+use crate::kernel::skel::{dctcp::DctcpSkelBuilder, ecn_int::EcnIntSkelBuilder, newreno::NewrenoSkelBuilder, retcp::RetcpSkelBuilder};
+use crate::kernel::pins::pin_root;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::query::MapInfoIter;
@@ -45,7 +45,7 @@ impl SharedMaps {
     /// The maps the loaded agent pinned.
     pub fn pinned() -> Result<SharedMaps> {
         let open = |name: &str| {
-            MapHandle::from_pinned_path(crate::pins::pin(name))
+            MapHandle::from_pinned_path(crate::kernel::pins::pin(name))
                 .with_context(|| format!("the host agent's map {name} (is the agent loaded?)"))
         };
         Ok(SharedMaps { int_sk_store: open("int_sk_store")?, class_sk: open("class_sk")?, class_params: open("class_params")? })

@@ -5,16 +5,14 @@
 //! own beyond the pins and `/run/sluice/`: stopping, crashing or upgrading it leaves every
 //! connection, its algorithm and the policy in the kernel.
 
-use crate::agent::{self, LoadOptions};
-use crate::classes;
+use crate::service::enforce::{self, check_file, load_or_adopt, refuse, Signals, Stopped};
 use crate::sys;
-use sluice_platform::applied::{self, digest, Applied, Refused};
-use sluice_platform::{log_error, log_info, log_warn};
 use anyhow::Result;
+use sluice_platform::applied::{self, digest, Applied};
+use sluice_platform::{log_error, log_info, log_warn};
 use sluice_sim::scenario::host_policy;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How `run` starts.
@@ -28,22 +26,6 @@ pub struct AgentOptions {
     pub poll: Duration,
 }
 
-/// What `run` returns when it stops.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Stopped {
-    /// SIGTERM or SIGINT: the policy stays in force.
-    Signal,
-    /// The policy given at start failed a check: nothing was changed.
-    Refused,
-}
-
-/// Reads and checks a policy file on this host: every error names the file, line and key.
-pub fn check(path: &Path) -> std::result::Result<host_policy::CheckedPolicy, String> {
-    let p = host_policy::load(path).map_err(|e| e.to_string())?;
-    classes::check(&p).map_err(|e| e.to_string())?;
-    Ok(p)
-}
-
 /// The file's identity as a poll sees it: a change of either starts a reload.
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
@@ -55,7 +37,7 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     let file = std::fs::canonicalize(&opts.policy).unwrap_or_else(|_| opts.policy.clone()).display().to_string();
     // Looked at before the file is read: a change while the programs load is applied after.
     let mut seen = stamp(&opts.policy);
-    let first = match check(&opts.policy) {
+    let first = match check_file(&opts.policy) {
         Ok(p) => p,
         Err(e) => {
             log_error!("{e}");
@@ -66,12 +48,7 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     load_or_adopt(&opts.cgroup)?;
     put_in_force(&first, &file)?;
 
-    let term = Arc::new(AtomicBool::new(false));
-    let hup = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, term.clone())?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+    let Signals { term, hup } = Signals::register()?;
     // Signals are looked at every tick, the file every `poll`.
     let tick = opts.poll.min(Duration::from_millis(50));
     let mut looked = Instant::now();
@@ -92,41 +69,16 @@ pub fn run(opts: &AgentOptions) -> Result<Stopped> {
     Ok(Stopped::Signal)
 }
 
-/// Loads the BPF programs on `cgroup`, or adopts the ones an earlier agent pinned.
-pub fn load_or_adopt(cgroup: &Path) -> Result<()> {
-    match agent::state()? {
-        Some(st) => {
-            log_info!(
-                "sluice agent: adopting the agent loaded on cgroup {}: its programs, maps and connections carry on",
-                st.cgroup.display()
-            );
-            if st.cgroup != *cgroup {
-                log_warn!("--cgroup {} differs from the loaded agent's; `sluice host unload` first to move it", cgroup.display());
-            }
-        }
-        None => {
-            let st = agent::load(&LoadOptions { cgroup: cgroup.to_path_buf(), ..LoadOptions::default() })?;
-            log_info!(
-                "sluice agent: loaded on cgroup {}, pinned under {}; algorithms registered: {}",
-                st.cgroup.display(),
-                crate::pins::pin("").display(),
-                st.ccs.join(" ")
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Applies a checked policy and says so.
+/// Applies a checked policy and says so, or records why the host refused it.
 fn put_in_force(p: &host_policy::CheckedPolicy, file: &str) -> Result<()> {
-    match classes::apply(p, file)? {
+    match enforce::put_in_force(p, file)? {
         Ok(a) => {
             say_applied(&a);
             Ok(())
         }
         // The checks ran a moment ago; a cgroup removed since is the one way here.
         Err(e) => {
-            refused(file, &digest(p.text()), vec![e.to_string()])?;
+            refuse(file, &digest(p.text()), vec![e.to_string()])?;
             Ok(())
         }
     }
@@ -166,19 +118,9 @@ fn reload(path: &Path, file: &str, forced: bool) -> Result<()> {
 
 /// Checks the file and puts it in force, or records its refusal.
 fn put_or_refuse(path: &Path, file: &str, digest: &str) -> Result<()> {
-    match check(path) {
+    match check_file(path) {
         Ok(p) => put_in_force(&p, file),
-        Err(e) => refused(file, digest, e.lines().map(String::from).collect()),
+        Err(e) => refuse(file, digest, e.lines().map(String::from).collect()),
     }
 }
 
-/// Records and reports a refused policy; the one in force stays.
-fn refused(file: &str, digest: &str, errors: Vec<String>) -> Result<()> {
-    for e in &errors {
-        log_error!("{e}");
-    }
-    let mut a = applied::applied()?.unwrap_or_default();
-    log_error!("policy {file} refused; generation {} stays in force", a.generation);
-    a.refused = Some(Refused { at_unix: applied::now_unix(), digest: digest.to_string(), errors });
-    applied::record(&a)
-}

@@ -8,8 +8,8 @@
 //! space, so each change lands a fraction of a millisecond after its time; the log records when
 //! it did.
 
-use crate::switch;
-use crate::testbed::{self, Testbed};
+use crate::kernel::int_switch;
+use crate::testbed::netns::{self, Testbed};
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ pub enum Change {
 /// One change as applied: when it took effect (after `t0`), and the receiver port's bytes sent
 /// by then.
 #[derive(Debug, Clone, Copy)]
-pub struct Applied {
+pub struct Step {
     /// Since the run's start.
     pub at: Duration,
     /// What changed.
@@ -97,12 +97,12 @@ impl CircuitPlan {
     }
 }
 
-/// Runs the plan from `t0` on a testbed (slow rate and no signal first), calling `applied` after
+/// Runs the plan from `t0` on a testbed (slow rate and no signal first), calling `step` after
 /// each change, and leaves the pair at the slow rate with no signal.
-pub fn run(tb: &Testbed, plan: &CircuitPlan, t0: Instant, mut applied: impl FnMut(Applied)) -> Result<Vec<Applied>> {
+pub fn run(tb: &Testbed, plan: &CircuitPlan, t0: Instant, mut step: impl FnMut(Step)) -> Result<Vec<Step>> {
     plan.validate(tb)?;
     set_signal(tb, &plan.sender_port, false)?;
-    testbed::set_rate(tb, &plan.receiver_port, plan.slow_bps)?;
+    netns::set_rate(tb, &plan.receiver_port, plan.slow_bps)?;
     let mut log = Vec::new();
     let result = (|| -> Result<()> {
         for (at, change) in plan.timeline() {
@@ -111,15 +111,15 @@ pub fn run(tb: &Testbed, plan: &CircuitPlan, t0: Instant, mut applied: impl FnMu
             }
             match change {
                 Change::Signal(on) => set_signal(tb, &plan.sender_port, on)?,
-                Change::Rate(bps) => testbed::set_rate(tb, &plan.receiver_port, bps)?,
+                Change::Rate(bps) => netns::set_rate(tb, &plan.receiver_port, bps)?,
             }
-            let a = Applied { at: t0.elapsed(), change, tx_bytes: testbed::port_tx_bytes(tb, &plan.receiver_port)? };
-            applied(a);
+            let a = Step { at: t0.elapsed(), change, tx_bytes: netns::port_tx_bytes(tb, &plan.receiver_port)? };
+            step(a);
             log.push(a);
         }
         Ok(())
     })();
-    let restored = set_signal(tb, &plan.sender_port, false).and(testbed::set_rate(tb, &plan.receiver_port, plan.slow_bps));
+    let restored = set_signal(tb, &plan.sender_port, false).and(netns::set_rate(tb, &plan.receiver_port, plan.slow_bps));
     result.and(restored)?;
     Ok(log)
 }
@@ -129,14 +129,14 @@ fn set_signal(tb: &Testbed, port: &str, on: bool) -> Result<()> {
     if !tb.int_switch {
         bail!("testbed {}: the circuit signal needs the INT switch (bring it up without --no-int-switch)", tb.prefix);
     }
-    let mut cfg = switch::port_config(port, Some(&tb.switch))?;
+    let mut cfg = int_switch::port_config(port, Some(&tb.switch))?;
     cfg.ece_acks = on;
-    switch::set_port_config(port, Some(&tb.switch), &cfg)
+    int_switch::set_port_config(port, Some(&tb.switch), &cfg)
 }
 
 /// Fast-phase goodput per day, bits/s: the receiver port's bytes from each day's start to its
 /// end over the time between them, from a run's log.
-pub fn day_rates(log: &[Applied], fast_bps: u64) -> Vec<f64> {
+pub fn day_rates(log: &[Step], fast_bps: u64) -> Vec<f64> {
     let starts = log.iter().filter(|a| a.change == Change::Rate(fast_bps));
     starts
         .filter_map(|s| {
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn day_rates_divide_each_days_bytes_by_its_length() {
-        let at = |ms, change, tx_bytes| Applied { at: Duration::from_millis(ms), change, tx_bytes };
+        let at = |ms, change, tx_bytes| Step { at: Duration::from_millis(ms), change, tx_bytes };
         let log = [
             at(95, Change::Signal(true), 0),
             at(100, Change::Rate(1_000_000_000), 1_000),

@@ -1,89 +1,19 @@
-//! Telemetry from the agent's ring buffer: decoding records with the simulator's INT codec, and
-//! the views on them (trace lines, a flow table, log2 histograms, Prometheus metrics).
+//! The views on the agent's telemetry records (`kernel::events`), decoded with the simulator's
+//! INT codec: trace lines, a flow table, log2 histograms, and the Prometheus exporter.
 
-use crate::agent;
-use crate::pins;
+use crate::kernel::events::{consume, Event};
+use crate::kernel::{pins, sockops};
+use crate::service::status;
 use anyhow::{anyhow, bail, Result};
-use libbpf_rs::{MapHandle, RingBufferBuilder};
+use sluice_platform::prometheus::{Exposition, Kind};
 use sluice_sim::packet::tcp_int::{IntEncoding, IntReading};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// One record from the agent (`struct int_event`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Event {
-    /// Kernel monotonic time, ns.
-    pub ts_ns: u64,
-    /// This host's end of the connection.
-    pub local: SocketAddr,
-    /// The peer's end.
-    pub remote: SocketAddr,
-    /// INTval that arrived on the segment: the path towards this host.
-    pub int_val: u8,
-    /// Hop ID (TTL) that raised it.
-    pub id: u8,
-    /// Path latency towards this host, ns.
-    pub lat: u32,
-    /// INTval the peer echoed: the path from this host.
-    pub int_ecr: u8,
-    /// Echoed hop ID.
-    pub id_ecr: u8,
-    /// Echoed path latency from this host, ns.
-    pub lat_ecr: u32,
-    /// Smoothed RTT, µs.
-    pub srtt_us: u32,
-    /// Congestion window, segments.
-    pub snd_cwnd: u32,
-    /// MSS, bytes.
-    pub mss: u32,
-    /// Bytes of the segment, TCP header included.
-    pub skb_len: u32,
-}
-
-/// Size of `struct int_event`.
-pub const EVENT_SIZE: usize = 72;
-
-fn addr(b: &[u8], port: u16) -> SocketAddr {
-    let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap());
-    let ip = v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6));
-    SocketAddr::new(ip, port)
-}
-
-impl Event {
-    /// Parses a ring-buffer record.
-    pub fn parse(b: &[u8]) -> Option<Event> {
-        if b.len() < EVENT_SIZE {
-            return None;
-        }
-        let u16_at = |o: usize| u16::from_ne_bytes(b[o..o + 2].try_into().unwrap());
-        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
-        Some(Event {
-            ts_ns: u64::from_ne_bytes(b[0..8].try_into().unwrap()),
-            local: addr(&b[8..24], u16_at(40)),
-            remote: addr(&b[24..40], u16_at(42)),
-            int_val: b[44],
-            id: b[45],
-            int_ecr: b[46],
-            id_ecr: b[47],
-            lat: u32_at(48),
-            lat_ecr: u32_at(52),
-            srtt_us: u32_at(56),
-            snd_cwnd: u32_at(60),
-            mss: u32_at(64),
-            skb_len: u32_at(68),
-        })
-    }
-
-    /// Whether the segment carried an echo, i.e. telemetry of the path from this host.
-    pub fn has_echo(&self) -> bool {
-        self.int_ecr != 0 || self.id_ecr != 0 || self.lat_ecr != 0
-    }
-}
+use std::time::Duration;
 
 /// A decoded INTval, as text.
 pub fn reading_text(v: u8, enc: &IntEncoding) -> String {
@@ -109,68 +39,6 @@ pub fn trace_line(e: &Event, enc: &IntEncoding) -> String {
         e.srtt_us,
         e.snd_cwnd
     )
-}
-
-/// Set by SIGINT/SIGTERM so the views stop and print what they have.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_stop_handler() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let a = SigAction::new(SigHandler::Handler(on_signal), SaFlags::empty(), SigSet::empty());
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        let _ = sigaction(Signal::SIGINT, &a);
-        let _ = sigaction(Signal::SIGTERM, &a);
-    }
-}
-
-/// Feeds every record to `f` for `duration` (None: until SIGINT), calling `tick` about once a second.
-pub fn consume(duration: Option<Duration>, mut f: impl FnMut(&Event), mut tick: impl FnMut()) -> Result<()> {
-    let map = MapHandle::from_pinned_path(pins::pin("int_events"))
-        .map_err(|e| anyhow!("the host agent is not loaded (run `sluice host load`): {e}"))?;
-    install_stop_handler();
-    STOP.store(false, Ordering::SeqCst);
-    let mut b = RingBufferBuilder::new();
-    let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let sink = events.clone();
-    b.add(&map, move |data: &[u8]| {
-        if let Some(e) = Event::parse(data) {
-            sink.borrow_mut().push(e);
-        }
-        0
-    })?;
-    let rb = b.build()?;
-    let start = Instant::now();
-    let mut last_tick = Instant::now();
-    loop {
-        let left = duration.map(|d| d.saturating_sub(start.elapsed()));
-        if left == Some(Duration::ZERO) || STOP.load(Ordering::SeqCst) {
-            break;
-        }
-        let wait = left.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
-        // EINTR from the stop signal is not an error.
-        if let Err(e) = rb.poll(wait) {
-            if !STOP.load(Ordering::SeqCst) {
-                return Err(e.into());
-            }
-        }
-        for e in events.borrow_mut().drain(..) {
-            f(&e);
-        }
-        if last_tick.elapsed() >= Duration::from_secs(1) {
-            last_tick = Instant::now();
-            tick();
-        }
-    }
-    rb.consume()?;
-    for e in events.borrow_mut().drain(..) {
-        f(&e);
-    }
-    Ok(())
 }
 
 /// `sluice host trace`: a line per record.
@@ -391,12 +259,11 @@ pub fn hist(field: HistField, per_hop: bool, duration: Option<Duration>, out: &m
     Ok(h)
 }
 
-/// Prometheus text exposition of the flows and agent counters.
-pub fn prometheus_text(flows: &Flows, counters: &[u64], enc: &IntEncoding) -> String {
-    let mut s = String::new();
-    s.push_str("# HELP sluice_agent_total Counters of the TCP-INT host agent.\n# TYPE sluice_agent_total counter\n");
-    for (n, v) in agent::COUNTERS.iter().zip(counters) {
-        let _ = writeln!(s, "sluice_agent_total{{counter=\"{n}\"}} {v}");
+/// The flows and the agent's counters as Prometheus metrics.
+pub fn flow_metrics(flows: &Flows, counters: &[u64], enc: &IntEncoding, e: &mut Exposition) {
+    e.family("sluice_agent_total", Kind::Counter, "Counters of the TCP-INT host agent.");
+    for (n, v) in sockops::COUNTERS.iter().zip(counters) {
+        e.sample("sluice_agent_total", &[("counter", n)], v);
     }
     type Gauge = (&'static str, &'static str, fn(&Event, &IntEncoding) -> Option<f64>);
     let gauges: [Gauge; 6] = [
@@ -416,14 +283,13 @@ pub fn prometheus_text(flows: &Flows, counters: &[u64], enc: &IntEncoding) -> St
         ("sluice_flow_cwnd_segments", "Congestion window.", |e, _| Some(e.snd_cwnd as f64)),
     ];
     for (name, help, f) in gauges {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+        e.family(name, Kind::Gauge, help);
         for ((l, r), row) in flows {
-            if let Some(v) = row.last.as_ref().and_then(|e| f(e, enc)) {
-                let _ = writeln!(s, "{name}{{local=\"{l}\",remote=\"{r}\"}} {v}");
+            if let Some(v) = row.last.as_ref().and_then(|ev| f(ev, enc)) {
+                e.sample(name, &[("local", &l.to_string()), ("remote", &r.to_string())], v);
             }
         }
     }
-    s
 }
 
 /// `sluice host export`: serves Prometheus text on `listen` at any path until stopped.
@@ -439,9 +305,11 @@ pub fn export(listen: &str, duration: Option<Duration>) -> Result<()> {
         let enc = IntEncoding::default();
         while !d2.load(Ordering::SeqCst) {
             let Ok(Some(req)) = s2.recv_timeout(Duration::from_millis(200)) else { continue };
-            let counters = pins::read_counters("agent_counters", agent::COUNTERS.len()).unwrap_or_default();
-            let mut body = prometheus_text(&f2.lock().unwrap(), &counters, &enc);
-            body.push_str(&crate::classes::prometheus_text().unwrap_or_default());
+            let counters = pins::read_counters("agent_counters", sockops::COUNTERS.len()).unwrap_or_default();
+            let mut e = Exposition::new();
+            flow_metrics(&f2.lock().unwrap(), &counters, &enc, &mut e);
+            status::policy_metrics(&mut e);
+            let body = e.into_text();
             let header = tiny_http::Header::from_bytes("Content-Type", "text/plain; version=0.0.4").expect("static header");
             let _ = req.respond(tiny_http::Response::from_string(body).with_header(header));
         }
@@ -457,6 +325,7 @@ pub fn export(listen: &str, duration: Option<Duration>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::events::EVENT_SIZE;
 
     #[test]
     fn log2_buckets_hold_their_ranges() {
@@ -498,7 +367,9 @@ mod tests {
         assert!(trace_line(&e, &enc).contains("out[queue 16384B hop 0 lat 1234ns]"));
         let mut flows = Flows::new();
         flows_update(&mut flows, &e, &enc);
-        let p = prometheus_text(&flows, &[1, 2], &enc);
+        let mut p = Exposition::new();
+        flow_metrics(&flows, &[1, 2], &enc, &mut p);
+        let p = p.into_text();
         assert!(p.contains("sluice_flow_queue_bytes{local=\"10.72.1.1:40000\",remote=\"10.72.3.1:5201\"} 16384"));
         assert!(p.contains("sluice_agent_total{counter=\"opt_written\"} 2"));
     }

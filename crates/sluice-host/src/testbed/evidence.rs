@@ -1,0 +1,380 @@
+//! What a testbed run leaves as evidence, so each of its figures can be explained: per switch
+//! port, bytes and packets sent, drops by reason (the port's buffer full, the device's backlog
+//! full) and its queue's depth in bytes over time (tc's qdisc statistics, the real queue, not an
+//! estimate); per host, the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
+//! recoveries, reordering, CE marks received: each CE packet a host receives was marked on the
+//! one switch port facing it); the offloads in effect on every device; and the CPU of every core,
+//! with the run flagged when a core was busy nearly all the time, so a figure the testbed's own
+//! CPU shaped is shown apart.
+
+use crate::sys::{run, NetnsGuard};
+use crate::testbed::netns::Testbed;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A core busy at least this share of a run makes the run CPU-bound: veth forwarding, the
+/// shapers and the senders all run on the host's cores, so a saturated core delays packets as no
+/// switch would.
+pub const CPU_BOUND: f64 = 0.95;
+
+/// The kernel's TCP and IP counters recorded per host (`/proc/net/snmp`, `/proc/net/netstat`).
+pub const HOST_COUNTERS: [(&str, &str); 16] = [
+    ("Tcp", "OutSegs"),
+    ("Tcp", "RetransSegs"),
+    ("TcpExt", "TCPTimeouts"),
+    ("TcpExt", "TCPSpuriousRTOs"),
+    ("TcpExt", "TCPLossProbes"),
+    ("TcpExt", "TCPLossProbeRecovery"),
+    ("TcpExt", "TCPSackRecovery"),
+    ("TcpExt", "TCPRenoRecovery"),
+    ("TcpExt", "TCPFastRetrans"),
+    ("TcpExt", "TCPLostRetransmit"),
+    ("TcpExt", "TCPSACKReorder"),
+    ("TcpExt", "TCPDSACKRecv"),
+    ("TcpExt", "DelayedACKs"),
+    ("TcpExt", "TCPDeliveredCE"),
+    ("IpExt", "InCEPkts"),
+    ("IpExt", "InOctets"),
+];
+
+/// A switch port's qdisc statistics at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QdiscStats {
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Packets sent (a GSO packet counts once).
+    pub packets: u64,
+    /// Packets dropped because the buffer was full.
+    pub drops: u64,
+    /// Times the shaper held a packet back.
+    pub overlimits: u64,
+    /// Bytes queued now.
+    pub backlog: u64,
+}
+
+/// One port's figures over a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PortFigures {
+    /// The switch port (`p1`).
+    pub port: String,
+    /// The host it faces.
+    pub host: String,
+    /// Bytes and packets sent, drops and overlimits over the run; the backlog at its end.
+    pub sent: QdiscStats,
+    /// Packets the device dropped (a veth's peer backlog full), over the run.
+    pub device_drops: u64,
+    /// The largest queue sampled, bytes.
+    pub queue_max: u64,
+    /// The mean of the queue samples, bytes.
+    pub queue_mean: f64,
+}
+
+/// One host's figures over a run: each counter of `HOST_COUNTERS` by `Group.Name`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HostFigures {
+    /// The host's namespace.
+    pub host: String,
+    /// Counter deltas.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// The offloads a device runs with (`ethtool -k`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceOffloads {
+    /// `namespace/device`.
+    pub device: String,
+    /// TCP segmentation offload.
+    pub tso: bool,
+    /// Generic segmentation offload.
+    pub gso: bool,
+    /// Generic receive offload.
+    pub gro: bool,
+    /// Transmit checksumming (TSO and GSO need it).
+    pub tx_checksum: bool,
+}
+
+/// What a run leaves.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evidence {
+    /// How long the recording ran, seconds.
+    pub secs: f64,
+    /// Per switch port.
+    pub ports: Vec<PortFigures>,
+    /// Per host.
+    pub hosts: Vec<HostFigures>,
+    /// Every device's offloads.
+    pub offloads: Vec<DeviceOffloads>,
+    /// Each core's busy share of the run (0 to 1).
+    pub cpu_busy: Vec<f64>,
+    /// A core was busy at least `CPU_BOUND` of the run: its figures are shown apart.
+    pub cpu_bound: bool,
+    /// The queue samples: milliseconds since the start, port, bytes queued.
+    #[serde(skip)]
+    pub queue: Vec<(f64, String, u64)>,
+}
+
+/// Each root qdisc's statistics in a namespace, by device (`tc -s -j qdisc show`).
+fn qdisc_stats(netns: &str) -> Result<BTreeMap<String, QdiscStats>> {
+    let out = run("tc", &["-n", netns, "-s", "-j", "qdisc", "show"])?;
+    let v: serde_json::Value = serde_json::from_str(&out).with_context(|| format!("tc's JSON statistics in {netns}: {out}"))?;
+    let mut stats = BTreeMap::new();
+    for q in v.as_array().into_iter().flatten() {
+        if q.get("root").and_then(|r| r.as_bool()) != Some(true) {
+            continue;
+        }
+        let Some(dev) = q.get("dev").and_then(|d| d.as_str()) else { continue };
+        let n = |k: &str| q.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+        stats.insert(dev.to_string(), QdiscStats { bytes: n("bytes"), packets: n("packets"), drops: n("drops"), overlimits: n("overlimits"), backlog: n("backlog") });
+    }
+    Ok(stats)
+}
+
+/// A device's transmit and receive drops (`ip -s -j link`).
+fn device_drops(netns: &str, dev: &str) -> Result<u64> {
+    let out = run("ip", &["-n", netns, "-s", "-j", "link", "show", "dev", dev])?;
+    let v: serde_json::Value = serde_json::from_str(&out).with_context(|| format!("ip's JSON statistics of {dev}: {out}"))?;
+    let stats = &v[0]["stats64"];
+    Ok(stats["tx"]["dropped"].as_u64().unwrap_or(0) + stats["rx"]["dropped"].as_u64().unwrap_or(0))
+}
+
+/// The named counters of a `/proc/net/snmp`-style text: header and value lines in pairs.
+fn proc_counters(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((group, names)), Some((_, values))) = (names.split_once(':'), values.split_once(':')) else { continue };
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            if let Ok(v) = v.parse() {
+                out.insert(format!("{group}.{n}"), v);
+            }
+        }
+    }
+    out
+}
+
+/// A host's `HOST_COUNTERS` now, read inside its namespace.
+fn host_counters(netns: &str) -> Result<BTreeMap<String, u64>> {
+    let ns = netns.to_string();
+    let read = std::thread::spawn(move || -> Result<String> {
+        let _in = NetnsGuard::enter(Some(&ns))?;
+        // The thread's own view: /proc/self/net is the process's namespace, not this thread's.
+        let mut s = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+        s.push_str(&std::fs::read_to_string("/proc/thread-self/net/netstat")?);
+        Ok(s)
+    });
+    let all = proc_counters(&read.join().map_err(|_| anyhow::anyhow!("reading {netns}'s counters panicked"))??);
+    Ok(HOST_COUNTERS.iter().map(|(g, n)| format!("{g}.{n}")).map(|k| (k.clone(), all.get(&k).copied().unwrap_or(0))).collect())
+}
+
+/// Each core's (busy, total) jiffies (`/proc/stat`); idle and iowait are not busy.
+fn cpu_times() -> Result<Vec<(u64, u64)>> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let mut cores = Vec::new();
+    for l in stat.lines().filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit)) {
+        let v: Vec<u64> = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 5 {
+            bail!("/proc/stat: a line with fewer than five times: {l}");
+        }
+        let total: u64 = v.iter().take(8).sum();
+        cores.push((total - v[3] - v[4], total));
+    }
+    Ok(cores)
+}
+
+/// Each core's busy share between two readings.
+fn busy_shares(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<f64> {
+    before.iter().zip(after).map(|(b, a)| if a.1 > b.1 { (a.0 - b.0) as f64 / (a.1 - b.1) as f64 } else { 0.0 }).collect()
+}
+
+/// A device's offloads (`ethtool -k`).
+fn offloads(netns: &str, dev: &str) -> Result<DeviceOffloads> {
+    let out = run("ip", &["netns", "exec", netns, "ethtool", "-k", dev])?;
+    let on = |feature: &str| out.lines().any(|l| l.trim_start().strip_prefix(feature).and_then(|r| r.strip_prefix(": ")).is_some_and(|r| r.starts_with("on")));
+    Ok(DeviceOffloads {
+        device: format!("{netns}/{dev}"),
+        // The summary line `tcp-segmentation-offload` stays "on" when checksum offload is turned
+        // off, though TSO is then off: the feature itself says.
+        tso: on("tx-tcp-segmentation"),
+        gso: on("generic-segmentation-offload"),
+        gro: on("generic-receive-offload"),
+        tx_checksum: on("tx-checksumming"),
+    })
+}
+
+/// Every device's offloads: each host's eth0 and each switch port.
+pub fn testbed_offloads(tb: &Testbed) -> Result<Vec<DeviceOffloads>> {
+    let mut out = Vec::new();
+    for h in &tb.hosts {
+        out.push(offloads(&h.netns, "eth0")?);
+        out.push(offloads(&tb.switch, &h.switch_port)?);
+    }
+    Ok(out)
+}
+
+/// The counters at the start of a run.
+struct Start {
+    at: Instant,
+    ports: BTreeMap<String, QdiscStats>,
+    device_drops: Vec<u64>,
+    hosts: Vec<BTreeMap<String, u64>>,
+    cpu: Vec<(u64, u64)>,
+}
+
+/// A recording in progress: the starting counters, and a thread sampling every port's queue.
+pub struct Recorder {
+    tb: Testbed,
+    start: Start,
+    stop: Arc<AtomicBool>,
+    sampler: JoinHandle<Result<Vec<(f64, String, u64)>>>,
+}
+
+impl Recorder {
+    /// Reads the starting counters and starts sampling each port's queue every `every`.
+    pub fn start(tb: &Testbed, every: Duration) -> Result<Recorder> {
+        if every < Duration::from_millis(1) {
+            bail!("sample interval {every:?}: expected at least 1 ms (each sample runs tc)");
+        }
+        let start = Start {
+            at: Instant::now(),
+            ports: qdisc_stats(&tb.switch)?,
+            device_drops: tb.hosts.iter().map(|h| device_drops(&tb.switch, &h.switch_port)).collect::<Result<_>>()?,
+            hosts: tb.hosts.iter().map(|h| host_counters(&h.netns)).collect::<Result<_>>()?,
+            cpu: cpu_times()?,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (sw, t0, stop) = (tb.switch.clone(), start.at, stop.clone());
+            let ports: Vec<String> = tb.hosts.iter().map(|h| h.switch_port.clone()).collect();
+            std::thread::spawn(move || sample(&sw, &ports, t0, every, &stop))
+        };
+        Ok(Recorder { tb: tb.clone(), start, stop, sampler })
+    }
+
+    /// Stops sampling and reads the counters again: the run's evidence.
+    pub fn finish(self) -> Result<Evidence> {
+        self.stop.store(true, Ordering::Relaxed);
+        let queue = self.sampler.join().map_err(|_| anyhow::anyhow!("the queue sampler panicked"))??;
+        let secs = self.start.at.elapsed().as_secs_f64();
+        let cpu_busy = busy_shares(&self.start.cpu, &cpu_times()?);
+        let ports_now = qdisc_stats(&self.tb.switch)?;
+        let mut ports = Vec::new();
+        for (i, h) in self.tb.hosts.iter().enumerate() {
+            let (a, b) = (self.start.ports.get(&h.switch_port).copied().unwrap_or_default(), ports_now.get(&h.switch_port).copied().unwrap_or_default());
+            let samples: Vec<u64> = queue.iter().filter(|(_, p, _)| *p == h.switch_port).map(|s| s.2).collect();
+            ports.push(PortFigures {
+                port: h.switch_port.clone(),
+                host: h.netns.clone(),
+                sent: QdiscStats {
+                    bytes: b.bytes - a.bytes,
+                    packets: b.packets - a.packets,
+                    drops: b.drops - a.drops,
+                    overlimits: b.overlimits - a.overlimits,
+                    backlog: b.backlog,
+                },
+                device_drops: device_drops(&self.tb.switch, &h.switch_port)? - self.start.device_drops[i],
+                queue_max: samples.iter().copied().max().unwrap_or(0),
+                queue_mean: if samples.is_empty() { 0.0 } else { samples.iter().sum::<u64>() as f64 / samples.len() as f64 },
+            });
+        }
+        let mut hosts = Vec::new();
+        for (h, before) in self.tb.hosts.iter().zip(&self.start.hosts) {
+            let now = host_counters(&h.netns)?;
+            hosts.push(HostFigures { host: h.netns.clone(), counters: now.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before[k]))).collect() });
+        }
+        let cpu_bound = cpu_busy.iter().any(|&b| b >= CPU_BOUND);
+        Ok(Evidence { secs, ports, hosts, offloads: testbed_offloads(&self.tb)?, cpu_busy, cpu_bound, queue })
+    }
+}
+
+/// Samples the backlog of `ports` every `every` until `stop`.
+fn sample(sw: &str, ports: &[String], t0: Instant, every: Duration, stop: &AtomicBool) -> Result<Vec<(f64, String, u64)>> {
+    let mut out = Vec::new();
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let at = t0.elapsed().as_secs_f64() * 1e3;
+        let stats = qdisc_stats(sw)?;
+        for p in ports {
+            out.push((at, p.clone(), stats.get(p).map_or(0, |s| s.backlog)));
+        }
+        next += every;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        } else {
+            next = Instant::now();
+        }
+    }
+    Ok(out)
+}
+
+impl Evidence {
+    /// The figures as tables: ports, hosts, offloads and CPU.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = format!("{:.2} s recorded{}\n", self.secs, if self.cpu_bound { "; CPU-BOUND: a core was saturated, figures shown apart" } else { "" });
+        let _ = writeln!(s, "{:<6} {:<10} {:>12} {:>9} {:>7} {:>8} {:>11} {:>10} {:>10}", "port", "host", "sent_bytes", "packets", "drops", "dev_drop", "overlimits", "queue_max", "queue_mean");
+        for p in &self.ports {
+            let _ = writeln!(
+                s,
+                "{:<6} {:<10} {:>12} {:>9} {:>7} {:>8} {:>11} {:>10} {:>10.0}",
+                p.port, p.host, p.sent.bytes, p.sent.packets, p.sent.drops, p.device_drops, p.sent.overlimits, p.queue_max, p.queue_mean
+            );
+        }
+        let short = |k: &str| k.split('.').nth(1).unwrap_or(k).trim_start_matches("TCP").to_string();
+        let keys: Vec<&String> = self.hosts.first().map(|h| h.counters.keys().collect()).unwrap_or_default();
+        let _ = write!(s, "{:<10}", "host");
+        for k in &keys {
+            let _ = write!(s, " {:>12}", short(k));
+        }
+        s.push('\n');
+        for h in &self.hosts {
+            let _ = write!(s, "{:<10}", h.host);
+            for k in &keys {
+                let _ = write!(s, " {:>12}", h.counters[*k]);
+            }
+            s.push('\n');
+        }
+        let on = |b: bool| if b { "on" } else { "off" };
+        for o in &self.offloads {
+            let _ = writeln!(s, "offloads {:<14} tso {:<3} gso {:<3} gro {:<3} tx-checksum {}", o.device, on(o.tso), on(o.gso), on(o.gro), on(o.tx_checksum));
+        }
+        let busy: Vec<String> = self.cpu_busy.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
+        let _ = writeln!(s, "cpu busy per core: {}", busy.join(" "));
+        s
+    }
+
+    /// The queue samples as CSV: `ms,port,bytes`.
+    pub fn queue_csv(&self) -> String {
+        let mut s = String::from("ms,port,bytes\n");
+        for (at, p, b) in &self.queue {
+            s.push_str(&format!("{at:.3},{p},{b}\n"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_counters_pair_each_header_with_its_values() {
+        let text = "Tcp: RtoAlgorithm OutSegs RetransSegs\nTcp: 1 200 7\nIpExt: InCEPkts InOctets\nIpExt: 3 4096\n";
+        let c = proc_counters(text);
+        assert_eq!((c["Tcp.OutSegs"], c["Tcp.RetransSegs"], c["IpExt.InCEPkts"], c["IpExt.InOctets"]), (200, 7, 3, 4096));
+        assert_eq!(c.len(), 5);
+    }
+
+    #[test]
+    fn busy_shares_leave_out_idle_and_iowait() {
+        // (busy, total) jiffies: core 0 busy 95 of 100, core 1 10 of 100.
+        let shares = busy_shares(&[(100, 1000), (50, 1000)], &[(195, 1100), (60, 1100)]);
+        assert_eq!(shares, [0.95, 0.1]);
+        assert!(shares[0] >= CPU_BOUND && shares[1] < CPU_BOUND);
+    }
+}
