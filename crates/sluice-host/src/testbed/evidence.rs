@@ -1,7 +1,7 @@
 //! What a testbed run leaves as evidence, so each of its figures can be explained: per switch
 //! port, bytes and packets sent, drops by reason (the port's buffer full, the device's backlog
 //! full) and its queue's depth in bytes over time (tc's qdisc statistics, the real queue, not an
-//! estimate); per host, the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
+//! estimate); per host, its device's drops and the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
 //! recoveries, reordering, CE marks received: each CE packet a host receives was marked on the
 //! one switch port facing it); the offloads in effect on every device; and the CPU of every core,
 //! with the run flagged when a core was busy nearly all the time, so a figure the testbed's own
@@ -81,6 +81,8 @@ pub struct HostFigures {
     pub host: String,
     /// Counter deltas.
     pub counters: BTreeMap<String, u64>,
+    /// Packets its eth0 dropped (towards the switch: the switch port's backlog full).
+    pub device_drops: u64,
 }
 
 /// The offloads a device runs with (`ethtool -k`).
@@ -113,6 +115,9 @@ pub struct Evidence {
     pub cpu_busy: Vec<f64>,
     /// A core was busy at least `CPU_BOUND` of the run: its figures are shown apart.
     pub cpu_bound: bool,
+    /// Packets dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`; the
+    /// machine's, every namespace's).
+    pub backlog_drops: u64,
     /// The queue samples: milliseconds since the start, port, bytes queued.
     #[serde(skip)]
     pub queue: Vec<(f64, String, u64)>,
@@ -187,6 +192,17 @@ fn cpu_times() -> Result<Vec<(u64, u64)>> {
     Ok(cores)
 }
 
+/// Packets every CPU's input backlog dropped since boot (`/proc/net/softnet_stat`, hex).
+fn backlog_drops() -> Result<u64> {
+    let stat = std::fs::read_to_string("/proc/net/softnet_stat")?;
+    stat.lines()
+        .map(|l| {
+            let field = l.split_whitespace().nth(1).with_context(|| format!("/proc/net/softnet_stat: a line without drops: {l}"))?;
+            u64::from_str_radix(field, 16).with_context(|| format!("/proc/net/softnet_stat: drops {field:?} are not hex"))
+        })
+        .sum()
+}
+
 /// Each core's busy share between two readings.
 fn busy_shares(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<f64> {
     before.iter().zip(after).map(|(b, a)| if a.1 > b.1 { (a.0 - b.0) as f64 / (a.1 - b.1) as f64 } else { 0.0 }).collect()
@@ -222,8 +238,10 @@ struct Start {
     at: Instant,
     ports: BTreeMap<String, QdiscStats>,
     device_drops: Vec<u64>,
+    host_device_drops: Vec<u64>,
     hosts: Vec<BTreeMap<String, u64>>,
     cpu: Vec<(u64, u64)>,
+    backlog_drops: u64,
 }
 
 /// A recording in progress: the starting counters, and a thread sampling every port's queue.
@@ -244,8 +262,10 @@ impl Recorder {
             at: Instant::now(),
             ports: qdisc_stats(&tb.switch)?,
             device_drops: tb.hosts.iter().map(|h| device_drops(&tb.switch, &h.switch_port)).collect::<Result<_>>()?,
+            host_device_drops: tb.hosts.iter().map(|h| device_drops(&h.netns, "eth0")).collect::<Result<_>>()?,
             hosts: tb.hosts.iter().map(|h| host_counters(&h.netns)).collect::<Result<_>>()?,
             cpu: cpu_times()?,
+            backlog_drops: backlog_drops()?,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
@@ -283,12 +303,17 @@ impl Recorder {
             });
         }
         let mut hosts = Vec::new();
-        for (h, before) in self.tb.hosts.iter().zip(&self.start.hosts) {
+        for (i, (h, before)) in self.tb.hosts.iter().zip(&self.start.hosts).enumerate() {
             let now = host_counters(&h.netns)?;
-            hosts.push(HostFigures { host: h.netns.clone(), counters: now.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before[k]))).collect() });
+            hosts.push(HostFigures {
+                host: h.netns.clone(),
+                counters: now.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before[k]))).collect(),
+                device_drops: device_drops(&h.netns, "eth0")? - self.start.host_device_drops[i],
+            });
         }
         let cpu_bound = cpu_busy.iter().any(|&b| b >= CPU_BOUND);
-        Ok(Evidence { secs, ports, hosts, offloads: testbed_offloads(&self.tb)?, cpu_busy, cpu_bound, queue })
+        let backlog_drops = backlog_drops()? - self.start.backlog_drops;
+        Ok(Evidence { secs, ports, hosts, offloads: testbed_offloads(&self.tb)?, cpu_busy, cpu_bound, backlog_drops, queue })
     }
 }
 
@@ -327,13 +352,13 @@ impl Evidence {
         }
         let short = |k: &str| k.split('.').nth(1).unwrap_or(k).trim_start_matches("TCP").to_string();
         let keys: Vec<&String> = self.hosts.first().map(|h| h.counters.keys().collect()).unwrap_or_default();
-        let _ = write!(s, "{:<10}", "host");
+        let _ = write!(s, "{:<10} {:>8}", "host", "dev_drop");
         for k in &keys {
             let _ = write!(s, " {:>12}", short(k));
         }
         s.push('\n');
         for h in &self.hosts {
-            let _ = write!(s, "{:<10}", h.host);
+            let _ = write!(s, "{:<10} {:>8}", h.host, h.device_drops);
             for k in &keys {
                 let _ = write!(s, " {:>12}", h.counters[*k]);
             }
@@ -344,7 +369,7 @@ impl Evidence {
             let _ = writeln!(s, "offloads {:<14} tso {:<3} gso {:<3} gro {:<3} tx-checksum {}", o.device, on(o.tso), on(o.gso), on(o.gro), on(o.tx_checksum));
         }
         let busy: Vec<String> = self.cpu_busy.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
-        let _ = writeln!(s, "cpu busy per core: {}", busy.join(" "));
+        let _ = writeln!(s, "cpu busy per core: {}; input backlog drops: {}", busy.join(" "), self.backlog_drops);
         s
     }
 
