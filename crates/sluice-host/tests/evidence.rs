@@ -6,11 +6,13 @@
 //!
 //! The tests take one lock: testbeds and their namespaces are machine-wide.
 
-use sluice_host::sys::NetnsGuard;
+mod common;
+
+use common::{in_netns, sink};
 use sluice_host::testbed::evidence::{Evidence, Recorder, CPU_BOUND};
 use sluice_host::testbed::netns::{self, Offloads, Testbed, TestbedOptions};
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -44,42 +46,7 @@ impl Drop for TestbedGuard {
     }
 }
 
-/// Runs `f` on a thread inside a network namespace.
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        let _g = NetnsGuard::enter(Some(&ns)).expect("entering netns");
-        f()
-    })
-}
 
-/// A sink for `conns` connections on `port`: the bytes each delivered, once each sender closed.
-fn sink(ns: &str, port: u16, conns: usize) -> JoinHandle<Vec<u64>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = in_netns(ns, move || {
-        let l = TcpListener::bind(("0.0.0.0", port)).expect("bind");
-        tx.send(()).unwrap();
-        let readers: Vec<_> = (0..conns)
-            .map(|_| {
-                let (mut s, _) = l.accept().expect("accept");
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut n = 0u64;
-                    while let Ok(k) = s.read(&mut buf) {
-                        if k == 0 {
-                            break;
-                        }
-                        n += k as u64;
-                    }
-                    n
-                })
-            })
-            .collect();
-        readers.into_iter().map(|r| r.join().unwrap()).collect()
-    });
-    rx.recv_timeout(Duration::from_secs(5)).expect("sink listening");
-    h
-}
 
 /// Sends for `secs` to dst:port, then closes; the bytes written.
 fn source(ns: &str, dst: Ipv4Addr, port: u16, secs: f64) -> JoinHandle<u64> {

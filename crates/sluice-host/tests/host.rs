@@ -5,12 +5,15 @@
 //! machine-wide, so the tests run one at a time. Guards undo what each test set up, also when an
 //! assertion fails.
 
+mod common;
+
+use common::{in_netns, sink};
 use sluice_host::kernel::cc_policy::{self, Selector};
 use sluice_host::kernel::int_switch::{self, PortConfig};
 use sluice_host::kernel::sockops::{self, LoadOptions};
 use sluice_host::kernel::{agent_config, codec, pins};
 use sluice_host::service::telemetry;
-use sluice_host::sys::{self, NetnsGuard};
+use sluice_host::sys;
 use sluice_host::testbed::netns::{self, Testbed, TestbedOptions};
 use sluice_platform::prometheus::Exposition;
 use sluice_sim::packet::tcp_int::{hop_int_val, IntEncoding, TcpInt};
@@ -119,42 +122,7 @@ impl Drop for TestbedGuard {
 // ---------------------------------------------------------------------------------------------
 // Traffic
 
-/// Runs `f` on a thread inside a network namespace.
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        let _g = NetnsGuard::enter(Some(&ns)).expect("entering netns");
-        f()
-    })
-}
 
-/// A sink: accepts `conns` connections on `port` and returns the bytes each delivered.
-fn sink(ns: &str, port: u16, conns: usize) -> JoinHandle<Vec<u64>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = in_netns(ns, move || {
-        let l = TcpListener::bind(("0.0.0.0", port)).expect("bind");
-        tx.send(()).unwrap();
-        let readers: Vec<_> = (0..conns)
-            .map(|_| {
-                let (mut s, _) = l.accept().expect("accept");
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut n = 0u64;
-                    while let Ok(k) = s.read(&mut buf) {
-                        if k == 0 {
-                            break;
-                        }
-                        n += k as u64;
-                    }
-                    n
-                })
-            })
-            .collect();
-        readers.into_iter().map(|r| r.join().unwrap()).collect()
-    });
-    rx.recv_timeout(Duration::from_secs(5)).expect("sink listening");
-    h
-}
 
 /// Sends for `secs` to dst:port; returns (bytes written, the socket's congestion control).
 fn source(ns: &str, dst: Ipv4Addr, port: u16, secs: f64) -> JoinHandle<(u64, String)> {
