@@ -13,6 +13,7 @@ use sluice_host::testbed::evidence::{Evidence, Recorder, CPU_BOUND};
 use sluice_host::testbed::netns::{self, Offloads, Testbed, TestbedOptions};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -52,6 +53,11 @@ impl Drop for TestbedGuard {
 fn source(ns: &str, dst: Ipv4Addr, port: u16, secs: f64) -> JoinHandle<u64> {
     in_netns(ns, move || {
         let mut s = TcpStream::connect_timeout(&SocketAddr::from((dst, port)), Duration::from_secs(5)).expect("connect");
+        // CUBIC, whatever the machine's default (a namespace inherits it).
+        let cc = b"cubic";
+        // SAFETY: a live socket, and an option value of the length given.
+        let rc = unsafe { libc::setsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as libc::socklen_t) };
+        assert_eq!(rc, 0, "setting CUBIC: {}", std::io::Error::last_os_error());
         let buf = vec![0x5au8; 1 << 16];
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut n = 0u64;
@@ -102,6 +108,15 @@ fn every_segment_the_buffer_dropped_was_retransmitted() {
     // thousands a second, with retransmissions of what was never lost.
     let reordered: u64 = e.hosts.iter().map(|h| h.counters["TcpExt.TCPSACKReorder"]).sum();
     assert!(reordered <= 5, "{reordered} reorderings detected");
+    // Each sender's connection was sampled running CUBIC, and what its last sample counts as
+    // retransmitted is within what its host counted by the end.
+    for (i, h) in e.hosts[..2].iter().enumerate() {
+        let samples: Vec<_> = e.connections.iter().filter(|c| c.host == h.host && c.remote.ends_with(":5201")).collect();
+        assert!(samples.len() >= 10, "{}: {} samples of its connection in 2 s", h.host, samples.len());
+        assert!(samples.iter().all(|c| c.cc == "cubic" && c.cwnd > 0 && c.rtt_us > 0.0), "sender {i}: {samples:?}");
+        let last = samples.last().unwrap().retrans_total;
+        assert!(last > 0 && last <= h.counters["Tcp.RetransSegs"], "sender {i}: {last} retransmitted by its last sample, {} by the host", h.counters["Tcp.RetransSegs"]);
+    }
     // A byte buffer holds at most its bytes: the sampled queue never exceeds it, and it filled.
     assert!(to_receiver.queue_max <= buffer, "queue {} B in a {buffer} B buffer", to_receiver.queue_max);
     assert!(to_receiver.queue_max >= buffer / 2, "the queue peaked at {} B of {buffer} B", to_receiver.queue_max);

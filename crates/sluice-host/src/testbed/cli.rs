@@ -62,7 +62,7 @@ pub enum TestbedCmd {
         /// Milliseconds between queue samples.
         #[arg(long, default_value_t = 10)]
         sample_ms: u64,
-        /// Also write evidence.json and queue.csv into this directory.
+        /// Also write evidence.json, queue.csv and connections.csv into this directory.
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
@@ -208,8 +208,8 @@ fn circuit(prefix: &str, sender: u8, receiver: u8, (slow, fast): (&str, &str), (
     Ok(())
 }
 
-/// `sluice testbed record`: a run's evidence, printed and, with `out`, written as evidence.json
-/// and queue.csv.
+/// `sluice testbed record`: a run's evidence, printed and, with `out`, written as evidence.json,
+/// queue.csv and connections.csv.
 fn record(prefix: &str, secs: f64, sample_ms: u64, out: Option<&std::path::Path>) -> Result<()> {
     if !(secs > 0.0 && secs <= 3600.0) {
         bail!("--secs: expected more than 0 and at most 3600 seconds, got {secs}");
@@ -223,6 +223,7 @@ fn record(prefix: &str, secs: f64, sample_ms: u64, out: Option<&std::path::Path>
         std::fs::create_dir_all(dir).with_context(|| format!("--out {}: cannot create it", dir.display()))?;
         std::fs::write(dir.join("evidence.json"), serde_json::to_string_pretty(&e)?)?;
         std::fs::write(dir.join("queue.csv"), e.queue_csv())?;
+        std::fs::write(dir.join("connections.csv"), e.connections_csv())?;
     }
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! full) and its queue's depth in bytes over time (tc's qdisc statistics, the real queue, not an
 //! estimate); per host, its device's drops and the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
 //! recoveries, reordering, CE marks received: each CE packet a host receives was marked on the
-//! one switch port facing it); the offloads in effect on every device; and the CPU of every core,
+//! one switch port facing it); per connection, its window, RTT, RTO, pacing and delivery rates
+//! and retransmissions over time (`ss -tin`); the offloads in effect on every device; and the CPU of every core,
 //! with the run flagged when a core was busy nearly all the time, so a figure the testbed's own
 //! CPU shaped is shown apart.
 
@@ -100,6 +101,95 @@ pub struct DeviceOffloads {
     pub tx_checksum: bool,
 }
 
+/// One connection's state at one moment, as `ss -tin` shows it (the kernel's `tcp_info`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConnSample {
+    /// Milliseconds since the recording started.
+    pub ms: f64,
+    /// The host's namespace.
+    pub host: String,
+    /// This end, `addr:port`.
+    pub local: String,
+    /// The peer's end.
+    pub remote: String,
+    /// The congestion control.
+    pub cc: String,
+    /// Congestion window, segments.
+    pub cwnd: u64,
+    /// Slow-start threshold, segments, once set.
+    pub ssthresh: Option<u64>,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: f64,
+    /// The retransmission timeout, milliseconds.
+    pub rto_ms: f64,
+    /// Pacing rate, bits/s, where the kernel paces.
+    pub pacing_bps: Option<u64>,
+    /// Delivery rate, bits/s.
+    pub delivery_bps: Option<u64>,
+    /// Segments retransmitted over the connection's life.
+    pub retrans_total: u64,
+    /// Segments presumed lost now.
+    pub lost: u64,
+}
+
+/// How often the connections are sampled: each sample runs `ss` in every host.
+const CONN_EVERY: Duration = Duration::from_millis(100);
+
+/// A rate as `ss` prints it: `394299253656bps`, or with a k, M or G before `bps`.
+fn ss_rate(v: &str) -> Option<u64> {
+    let v = v.strip_suffix("bps")?;
+    let (num, mult) = match v.chars().last()? {
+        'k' | 'K' => (&v[..v.len() - 1], 1e3),
+        'M' => (&v[..v.len() - 1], 1e6),
+        'G' => (&v[..v.len() - 1], 1e9),
+        _ => (v, 1.0),
+    };
+    num.parse::<f64>().ok().map(|x| (x * mult) as u64)
+}
+
+/// The connections of `ss -tinH state established`: an address line, then an indented line of
+/// `key:value` and `key value` fields.
+fn parse_ss(text: &str, ms: f64, host: &str) -> Vec<ConnSample> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        if cols.len() < 4 || l.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let Some(info) = lines.next_if(|n| n.starts_with(char::is_whitespace)) else { continue };
+        let mut c = ConnSample { ms, host: host.to_string(), local: cols[2].to_string(), remote: cols[3].to_string(), ..ConnSample::default() };
+        let fields: Vec<&str> = info.split_whitespace().collect();
+        c.cc = fields.first().map_or(String::new(), |f| f.to_string());
+        for (i, f) in fields.iter().enumerate() {
+            let next = fields.get(i + 1).copied().unwrap_or("");
+            match f.split_once(':') {
+                Some(("cwnd", v)) => c.cwnd = v.parse().unwrap_or(0),
+                Some(("ssthresh", v)) => c.ssthresh = v.parse().ok(),
+                Some(("rtt", v)) => c.rtt_us = v.split('/').next().and_then(|x| x.parse::<f64>().ok()).map_or(0.0, |x| x * 1e3),
+                Some(("rto", v)) => c.rto_ms = v.parse().unwrap_or(0.0),
+                Some(("retrans", v)) => c.retrans_total = v.split('/').nth(1).and_then(|x| x.parse().ok()).unwrap_or(0),
+                Some(("lost", v)) => c.lost = v.parse().unwrap_or(0),
+                _ if *f == "pacing_rate" => c.pacing_bps = ss_rate(next),
+                _ if *f == "delivery_rate" => c.delivery_bps = ss_rate(next),
+                _ => {}
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every established connection of every host now.
+fn connections(tb: &Testbed, ms: f64) -> Result<Vec<ConnSample>> {
+    let mut out = Vec::new();
+    for h in &tb.hosts {
+        let text = run("ip", &["netns", "exec", &h.netns, "ss", "-tinH", "state", "established"])?;
+        out.extend(parse_ss(&text, ms, &h.netns));
+    }
+    Ok(out)
+}
+
 /// What a run leaves.
 #[derive(Clone, Debug, Serialize)]
 pub struct Evidence {
@@ -121,6 +211,9 @@ pub struct Evidence {
     /// The queue samples: milliseconds since the start, port, bytes queued.
     #[serde(skip)]
     pub queue: Vec<(f64, String, u64)>,
+    /// Every connection every `CONN_EVERY`.
+    #[serde(skip)]
+    pub connections: Vec<ConnSample>,
 }
 
 /// Each root qdisc's statistics in a namespace, by device (`tc -s -j qdisc show`).
@@ -249,8 +342,11 @@ pub struct Recorder {
     tb: Testbed,
     start: Start,
     stop: Arc<AtomicBool>,
-    sampler: JoinHandle<Result<Vec<(f64, String, u64)>>>,
+    sampler: JoinHandle<Result<Samples>>,
 }
+
+/// What the sampler thread collects: the ports' queues and the connections.
+type Samples = (Vec<(f64, String, u64)>, Vec<ConnSample>);
 
 impl Recorder {
     /// Reads the starting counters and starts sampling each port's queue every `every`.
@@ -269,9 +365,8 @@ impl Recorder {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
-            let (sw, t0, stop) = (tb.switch.clone(), start.at, stop.clone());
-            let ports: Vec<String> = tb.hosts.iter().map(|h| h.switch_port.clone()).collect();
-            std::thread::spawn(move || sample(&sw, &ports, t0, every, &stop))
+            let (tb, t0, stop) = (tb.clone(), start.at, stop.clone());
+            std::thread::spawn(move || sample(&tb, t0, every, &stop))
         };
         Ok(Recorder { tb: tb.clone(), start, stop, sampler })
     }
@@ -279,7 +374,7 @@ impl Recorder {
     /// Stops sampling and reads the counters again: the run's evidence.
     pub fn finish(self) -> Result<Evidence> {
         self.stop.store(true, Ordering::Relaxed);
-        let queue = self.sampler.join().map_err(|_| anyhow::anyhow!("the queue sampler panicked"))??;
+        let (queue, connections) = self.sampler.join().map_err(|_| anyhow::anyhow!("the queue sampler panicked"))??;
         let secs = self.start.at.elapsed().as_secs_f64();
         let cpu_busy = busy_shares(&self.start.cpu, &cpu_times()?);
         let ports_now = qdisc_stats(&self.tb.switch)?;
@@ -313,19 +408,25 @@ impl Recorder {
         }
         let cpu_bound = cpu_busy.iter().any(|&b| b >= CPU_BOUND);
         let backlog_drops = backlog_drops()? - self.start.backlog_drops;
-        Ok(Evidence { secs, ports, hosts, offloads: testbed_offloads(&self.tb)?, cpu_busy, cpu_bound, backlog_drops, queue })
+        Ok(Evidence { secs, ports, hosts, offloads: testbed_offloads(&self.tb)?, cpu_busy, cpu_bound, backlog_drops, queue, connections })
     }
 }
 
-/// Samples the backlog of `ports` every `every` until `stop`.
-fn sample(sw: &str, ports: &[String], t0: Instant, every: Duration, stop: &AtomicBool) -> Result<Vec<(f64, String, u64)>> {
-    let mut out = Vec::new();
+/// Samples every port's backlog every `every`, and every connection every `CONN_EVERY`, until
+/// `stop`.
+fn sample(tb: &Testbed, t0: Instant, every: Duration, stop: &AtomicBool) -> Result<Samples> {
+    let (mut queue, mut conns) = (Vec::new(), Vec::new());
     let mut next = Instant::now();
+    let mut conns_at: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         let at = t0.elapsed().as_secs_f64() * 1e3;
-        let stats = qdisc_stats(sw)?;
-        for p in ports {
-            out.push((at, p.clone(), stats.get(p).map_or(0, |s| s.backlog)));
+        let stats = qdisc_stats(&tb.switch)?;
+        for h in &tb.hosts {
+            queue.push((at, h.switch_port.clone(), stats.get(&h.switch_port).map_or(0, |s| s.backlog)));
+        }
+        if conns_at.is_none_or(|t| t.elapsed() >= CONN_EVERY) {
+            conns_at = Some(Instant::now());
+            conns.extend(connections(tb, at)?);
         }
         next += every;
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
@@ -334,7 +435,7 @@ fn sample(sw: &str, ports: &[String], t0: Instant, every: Duration, stop: &Atomi
             next = Instant::now();
         }
     }
-    Ok(out)
+    Ok((queue, conns))
 }
 
 impl Evidence {
@@ -373,6 +474,19 @@ impl Evidence {
         s
     }
 
+    /// The connection samples as CSV.
+    pub fn connections_csv(&self) -> String {
+        let mut s = String::from("ms,host,local,remote,cc,cwnd,ssthresh,rtt_us,rto_ms,pacing_bps,delivery_bps,retrans_total,lost\n");
+        let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        for c in &self.connections {
+            s.push_str(&format!(
+                "{:.3},{},{},{},{},{},{},{:.1},{},{},{},{},{}\n",
+                c.ms, c.host, c.local, c.remote, c.cc, c.cwnd, opt(c.ssthresh), c.rtt_us, c.rto_ms, opt(c.pacing_bps), opt(c.delivery_bps), c.retrans_total, c.lost
+            ));
+        }
+        s
+    }
+
     /// The queue samples as CSV: `ms,port,bytes`.
     pub fn queue_csv(&self) -> String {
         let mut s = String::from("ms,port,bytes\n");
@@ -393,6 +507,18 @@ mod tests {
         let c = proc_counters(text);
         assert_eq!((c["Tcp.OutSegs"], c["Tcp.RetransSegs"], c["IpExt.InCEPkts"], c["IpExt.InOctets"]), (200, 7, 3, 4096));
         assert_eq!(c.len(), 5);
+    }
+
+    #[test]
+    fn ss_lines_become_connection_samples() {
+        let text = "0       2029973 10.72.1.1:42556 10.72.3.1:5201 \n\t cubic wscale:10,10 rto:204 rtt:0.231/0.293 mss:1448 cwnd:28 ssthresh:8 bytes_sent:5 send 63498666667bps pacing_rate 37044650904bps delivery_rate 1.5Gbps retrans:0/12 lost:2 minrtt:0.002\n3797908 0 10.72.3.1:5201 10.72.1.1:42556\n\t cubic rto:204 rtt:0.019/0.009 cwnd:10\n";
+        let c = parse_ss(text, 5.0, "h1");
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].local.as_str(), c[0].remote.as_str(), c[0].cc.as_str()), ("10.72.1.1:42556", "10.72.3.1:5201", "cubic"));
+        assert_eq!((c[0].cwnd, c[0].ssthresh, c[0].retrans_total, c[0].lost), (28, Some(8), 12, 2));
+        assert_eq!((c[0].pacing_bps, c[0].delivery_bps), (Some(37_044_650_904), Some(1_500_000_000)));
+        assert!((c[0].rtt_us - 231.0).abs() < 1e-9 && c[0].rto_ms == 204.0);
+        assert_eq!((c[1].cwnd, c[1].ssthresh, c[1].pacing_bps), (10, None, None));
     }
 
     #[test]
