@@ -28,6 +28,8 @@ use crate::packet::Packet;
 use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::time::Time;
 use crate::flow::build::TransportBuilder;
+use crate::flow::waits::Waiting;
+use crate::workload::collective::CollectiveRun;
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
 use std::sync::Arc;
@@ -70,6 +72,12 @@ pub struct World {
     stop_at: Option<Time>,
     /// The closed-loop applications.
     runtime: Runtime,
+    /// Flows that wait for flows: this shard's progress through the graph, if any flow waits.
+    waits: Option<Box<Waiting>>,
+    /// The flows a wait released, reused.
+    released: Vec<(Time, FlowId)>,
+    /// The collectives the flows make, one per iteration; shards share them.
+    collectives: Arc<[CollectiveRun]>,
     /// Each partition's random streams.
     rngs: Vec<Streams>,
     /// Each partition's packet counters (and the run's own source's, which counts nothing).
@@ -411,11 +419,14 @@ impl World {
     /// Stops the run when asked to finish with the traffic and nothing more can start.
     fn stop_if_done(&mut self) {
         // A shard knows only its own flows: the threads decide together (`threads.rs`).
+        // Flows that still wait for flows never delivered cannot start: once every other flow is
+        // done, nothing will release them, and the run ends instead of waiting forever.
+        let idle = self.waits.as_deref().map_or(0, Waiting::still_waiting);
         if self.stop_when_done
             && self.shard.is_none()
-            && self.unfinished == 0
+            && self.unfinished == idle
             && self.endless == 0
-            && self.started >= self.static_flows
+            && self.started + idle >= self.static_flows
             && self.runtime.done()
         {
             match self.parts.lookahead {

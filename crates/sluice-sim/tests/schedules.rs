@@ -106,6 +106,13 @@ fn connections_that_open_and_close_are_the_same_under_every_schedule() {
 }
 
 #[test]
+fn collectives_are_the_same_under_every_schedule() {
+    // Messages that wait for messages: each starts at its own host when what it waits for
+    // arrives there or is acknowledged there, across racks, over three iterations.
+    same_under_every_schedule("scenarios/collective_allreduce.toml", &[], 4);
+}
+
+#[test]
 fn bulk_on_a_fat_tree_is_the_same_under_every_schedule() {
     same_under_every_schedule("scenarios/fat_tree_bulk.toml", &["sim.duration=\"1ms\""], 4);
 }

@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 pub mod build;
 mod table;
+pub mod waits;
 pub use table::FlowTable;
 
 /// The proxy's part of one request: what it reads before it picks a backend, and which.

@@ -147,6 +147,31 @@ pub fn headline(s: &Summary) -> Vec<String> {
             o.syn_cookies, o.teardowns, o.spliced, o.fallbacks
         ));
     }
+    if let Some(c) = &s.collectives {
+        for k in &c.collectives {
+            let figures = match (k.mean_time_ns, k.algbw, k.busbw) {
+                (Some(t), Some(a), Some(b)) => format!("mean {}, algbw {a:.2} GB/s, busbw {b:.2} GB/s", time(t)),
+                _ => "none finished".to_string(),
+            };
+            lines.push(format!(
+                "collective {}: {} by {} over {} ranks, {}: {} of {} iterations, {figures}",
+                k.workload,
+                k.op,
+                k.algorithm,
+                k.ranks,
+                si(k.size_bytes as f64, "B"),
+                k.completed,
+                k.iterations
+            ));
+        }
+        let hot: Vec<String> = c.hottest_links.iter().map(|l| format!("{} {}", l.link, pct(l.utilization))).collect();
+        if !hot.is_empty() {
+            lines.push(format!("hottest links: {}", hot.join(", ")));
+        }
+    }
+    if let Some(w) = &s.waiting {
+        lines.push(format!("waiting: {} never started (summary.json: waiting)", count(w.len() as u64, "flow", "flows")));
+    }
     let busy: Vec<(&String, &ClassSummary)> =
         s.classes.iter().filter(|(_, c)| c.flows.total > 0 || c.requests.is_some()).collect();
     let network = network(s);

@@ -4,6 +4,7 @@
 mod buckets;
 mod cc_state;
 pub mod circuit;
+pub mod collectives;
 pub mod cpu;
 mod headline;
 pub mod pcap;
@@ -19,7 +20,7 @@ pub use headline::headline;
 pub use percentiles::{percentile, Stats};
 pub use run_dir::{describe, prepare_run_dir, warnings, write_run, Provenance, OWNED_FILES};
 pub use series::{port_name, write_cwnd_csv, write_pfc_csv, write_ports_csv, write_queues_csv, write_requests_csv, write_utilization_csv};
-pub use summary::{is_fallback, summarize, Fallbacks, FlowCounts, FlowState, PfcSummary, Summary};
+pub use summary::{is_fallback, summarize, Fallbacks, FlowCounts, FlowState, PfcSummary, Summary, WaitingFlow};
 
 use crate::time::Time;
 use crate::world::World;
@@ -116,6 +117,11 @@ pub fn write_outputs(world: &World, dir: &Path, wall_s: f64) -> io::Result<Summa
     if world.circuit().is_some() {
         let mut w = io::BufWriter::new(std::fs::File::create(dir.join("circuit.csv"))?);
         circuit::write_circuit_csv(world, &mut w)?;
+        w.flush()?;
+    }
+    if !world.collectives().is_empty() {
+        let mut w = io::BufWriter::new(std::fs::File::create(dir.join("collectives.csv"))?);
+        collectives::write_collectives_csv(world, &mut w)?;
         w.flush()?;
     }
     if world.cpus().iter().any(Option::is_some) {

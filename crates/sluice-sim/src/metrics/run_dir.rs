@@ -20,6 +20,7 @@ pub const OWNED_FILES: &[&str] = &[
     "ports.csv",
     "pfc.csv",
     "circuit.csv",
+    "collectives.csv",
     "cpu.csv",
     "queues.csv",
     "requests.csv",
@@ -109,7 +110,36 @@ pub fn write_run(world: &World, dir: &Path, wall_s: f64, provenance: &Provenance
 /// algorithm, classes no flow uses. The CLI prints each as a warning, the Python package raises
 /// each as a `SluiceWarning`.
 pub fn warnings(loaded: &LoadedScenario, world: &World) -> Vec<String> {
-    unfinished(loaded, world).into_iter().chain(fallbacks(world)).chain(unused_classes(world)).collect()
+    unfinished(loaded, world).into_iter().chain(waiting(world)).chain(fallbacks(world)).chain(unused_classes(world)).collect()
+}
+
+/// Flows that never started because what they wait for never arrived: which wait on what, so a
+/// graph that cannot go on says where it stopped.
+fn waiting(world: &World) -> Option<String> {
+    let stuck = world.waiting_flows();
+    if stuck.is_empty() || world.events() == 0 {
+        return None;
+    }
+    const SHOWN: usize = 8;
+    let ids = |l: &[crate::ids::FlowId]| l.iter().map(|f| f.0.to_string()).collect::<Vec<_>>().join(", ");
+    let mut each: Vec<String> = stuck
+        .iter()
+        .take(SHOWN)
+        .map(|(f, on)| match on.len() {
+            0 => format!("flow {f} (released too late to start)"),
+            1 => format!("flow {f} waits for flow {}", ids(on)),
+            _ => format!("flow {f} waits for flows {}", ids(on)),
+        })
+        .collect();
+    if stuck.len() > SHOWN {
+        each.push(format!("and {} more", stuck.len() - SHOWN));
+    }
+    Some(format!(
+        "{} never started: what {} for never arrived ({}); summary.json lists them under waiting",
+        crate::words::count(stuck.len() as u64, "flow", "flows"),
+        if stuck.len() == 1 { "it waits" } else { "they wait" },
+        each.join("; ")
+    ))
 }
 
 /// Why sized flows are missing from the FCT figures, when the run stopped at `sim.duration` before

@@ -274,6 +274,22 @@ pub struct Summary {
     /// NIC offload counts (AccelTCP), when some NIC offloads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<crate::host::offload::OffloadCounts>,
+    /// Collectives' times and bandwidths, and the hottest links, when the run has collectives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<super::collectives::CollectivesSummary>,
+    /// Flows that never started because what they wait for never arrived, each with what it
+    /// still waits for (absent when none is left waiting).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Vec<WaitingFlow>>,
+}
+
+/// A flow left waiting at the end of the run, and the flows it still waits for.
+#[derive(Clone, Debug, Serialize)]
+pub struct WaitingFlow {
+    /// The waiting flow's id.
+    pub flow: u32,
+    /// The flows it waits for that were not done.
+    pub waits_for: Vec<u32>,
 }
 
 /// PFC over the run: who paused whom, and the longest pause.
@@ -445,5 +461,12 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         circuit: super::circuit::summarize(world),
         cpu: super::cpu::summarize(world),
         offload: super::cpu::offload_counts(world),
+        collectives: super::collectives::summarize(world),
+        waiting: {
+            let stuck = world.waiting_flows();
+            (!stuck.is_empty()).then(|| {
+                stuck.into_iter().map(|(f, on)| WaitingFlow { flow: f.0, waits_for: on.iter().map(|a| a.0).collect() }).collect()
+            })
+        },
     }
 }

@@ -34,8 +34,9 @@ impl Partitions {
         Partitions { of_node: vec![PartId(0); graph.nodes.len()], count: 1, lookahead: None, note }
     }
 
-    /// Splits `graph`; `coupled` when closed-loop applications tie hosts together at zero delay.
-    pub fn of(graph: &Graph, coupled: bool) -> Partitions {
+    /// Splits `graph`; `coupled` says why, when something ties hosts together at zero delay
+    /// (closed-loop applications, flows that wait for flows of other hosts).
+    pub fn of(graph: &Graph, coupled: Option<&'static str>) -> Partitions {
         let tier = |n: usize| match graph.nodes[n] {
             NodeKind::Host => None,
             NodeKind::Switch { tier } => Some(tier),
@@ -44,8 +45,8 @@ impl Partitions {
         if top == 0 {
             return Partitions::one(graph, Some("one switch tier: no link to cut"));
         }
-        if coupled {
-            return Partitions::one(graph, Some("closed-loop applications couple their hosts at zero delay"));
+        if let Some(why) = coupled {
+            return Partitions::one(graph, Some(why));
         }
         let is_top = |n: usize| tier(n) == Some(top);
         let mut sets = UnionFind::<usize>::new(graph.nodes.len());
@@ -99,7 +100,7 @@ mod tests {
     #[test]
     fn a_fat_tree_splits_into_its_pods_with_the_cores_dealt_out() {
         let g = graph("kind = \"fat_tree\"\nk = 4\nhost_rate = \"100Gbps\"\nhost_delay = \"1us\"\nagg_rate = \"100Gbps\"\nagg_delay = \"1us\"\ncore_rate = \"100Gbps\"\ncore_delay = \"1us\"\n");
-        let p = Partitions::of(&g, false);
+        let p = Partitions::of(&g, None);
         assert_eq!(p.count, 4, "k = 4: four pods");
         for l in &g.links {
             let (ta, tb) = (g.nodes[l.a], g.nodes[l.b]);
@@ -115,17 +116,17 @@ mod tests {
     #[test]
     fn a_leaf_spine_splits_into_racks_and_a_star_stays_whole() {
         let g = graph(&("kind = \"leaf_spine\"\nleaves = 3\nspines = 2\nhosts_per_leaf = 4\n".to_owned() + LINKS));
-        let p = Partitions::of(&g, false);
+        let p = Partitions::of(&g, None);
         assert_eq!(p.count, 3);
         for h in g.hosts() {
             let leaf = g.links.iter().find(|l| l.a == h || l.b == h).map(|l| if l.a == h { l.b } else { l.a }).unwrap();
             assert_eq!(p.of_node[h], p.of_node[leaf], "a host stays with its ToR");
         }
         let star = graph("kind = \"star\"\nhosts = 8\nhost_rate = \"10Gbps\"\nhost_delay = \"1us\"\n");
-        let p = Partitions::of(&star, false);
+        let p = Partitions::of(&star, None);
         assert_eq!((p.count, p.lookahead), (1, None));
         assert!(p.note.is_some());
-        assert_eq!(Partitions::of(&g, true).count, 1, "coupled applications keep one partition");
+        assert_eq!(Partitions::of(&g, Some("coupled")).count, 1, "coupled applications keep one partition");
     }
 
     #[test]
@@ -136,7 +137,7 @@ mod tests {
         let last = g.links.iter_mut().filter(|l| l.a == spine || l.b == spine).last().unwrap();
         last.delay = Time::ZERO;
         let leaf = if last.a == spine { last.b } else { last.a };
-        let p = Partitions::of(&g, false);
+        let p = Partitions::of(&g, None);
         assert_eq!(p.of_node[leaf], p.of_node[spine]);
         assert!(p.lookahead.is_some_and(|t| t > Time::ZERO), "{p:?}");
         for l in g.links.iter().filter(|l| p.of_node[l.a] != p.of_node[l.b]) {
@@ -144,6 +145,6 @@ mod tests {
         }
         // Every link without delay: one partition.
         g.links.iter_mut().for_each(|l| l.delay = Time::ZERO);
-        assert_eq!(Partitions::of(&g, false).count, 1);
+        assert_eq!(Partitions::of(&g, None).count, 1);
     }
 }

@@ -9,8 +9,10 @@ use crate::net::topology::Graph;
 use crate::time::Time;
 use crate::transport::rdma::RdmaTlt;
 use crate::transport::tcp::TcpConfig;
+use crate::flow::waits::Wait;
+use crate::workload::collective::CollectiveRun;
 use crate::workload::kind::Workload;
-use crate::workload::WorkloadContext;
+use crate::workload::{FlowSpec, WorkloadContext};
 use crate::world::{Bucketing, WorldSpec, World};
 
 /// Builds the world a loaded scenario describes, validating everything that needs the topology.
@@ -137,6 +139,10 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
     };
     let mut flows = Vec::new();
     let mut apps = Vec::new();
+    // What flows wait for, by index into `flows` (filled only once a workload has waits), and
+    // the collectives' iterations.
+    let mut waits: Vec<Option<Wait>> = Vec::new();
+    let mut collectives: Vec<CollectiveRun> = Vec::new();
     // The workload that makes the most flows, which a refusal for memory names.
     let mut most_made = (0, "workloads".to_string());
     // The first workload whose flows never end, which then needs a run duration.
@@ -159,11 +165,41 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         if endless.is_none() && matches!(parsed.workload, Workload::Bulk { size: None, .. }) {
             endless = Some(i);
         }
+        let offset = flows.len();
+        if !generated.waits.is_empty() {
+            waits.resize(offset, None);
+            waits.extend(generated.waits.into_iter().map(|w| {
+                w.map(|w| Wait { after: w.after.iter().map(|a| a + offset).collect(), ..w })
+            }));
+        }
+        collectives.extend(generated.collectives.into_iter().map(|mut c| {
+            c.flows.iter_mut().for_each(|f| *f += offset);
+            c
+        }));
         flows.extend(generated.flows);
         apps.extend(generated.app);
     }
     // Stable: flows starting together keep workload order, so ids are deterministic.
-    flows.sort_by_key(|f| f.start);
+    let mut placed: Vec<(usize, FlowSpec)> = flows.into_iter().enumerate().collect();
+    placed.sort_by_key(|(_, f)| f.start);
+    // Each flow's id, by its place in the workloads' order.
+    let mut id_of = vec![0; placed.len()];
+    for (id, (i, _)) in placed.iter().enumerate() {
+        id_of[*i] = id;
+    }
+    let flows: Vec<FlowSpec> = placed.into_iter().map(|(_, f)| f).collect();
+    let waits = (!waits.is_empty()).then(|| {
+        waits.resize(flows.len(), None);
+        let mut by_id = vec![None; flows.len()];
+        for (i, w) in waits.into_iter().enumerate() {
+            by_id[id_of[i]] = w.map(|w| Wait { after: w.after.iter().map(|&a| id_of[a]).collect(), ..w });
+        }
+        let ends: Vec<(usize, usize, Time)> = flows.iter().map(|f| (f.src, f.dst, f.start)).collect();
+        crate::flow::waits::WaitGraph::new(&by_id, &ends)
+    });
+    for c in &mut collectives {
+        c.flows.iter_mut().for_each(|f| *f = id_of[*f]);
+    }
     if sc.sim.duration.is_none() {
         if let Some(i) = endless {
             return Err(format!("sim.duration: required because workloads[{i}] has endless flows (kind = \"bulk\" without size)"));
@@ -305,6 +341,8 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         classes,
         flows,
         apps,
+        waits,
+        collectives,
         queue_ports,
         queue_interval,
         cwnd_flows,

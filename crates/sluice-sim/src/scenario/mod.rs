@@ -52,6 +52,10 @@ mod tests {
         assert_eq!(line_of_key(text, "workloads[1].cc"), Some(5), "a key the entry lacks: its header");
         assert_eq!(line_of_key(text, "classes.q.params.gg"), Some(10), "inside an inline table: its line");
         assert_eq!(line_of_key(text, "classes.q.cc"), Some(9));
+        let listed = "[[workloads]]\nkind = \"flows\"\nflows = [\n  { src = 0, dst = 1, size = \"1KB\" },\n  { name = \"b,[\", src = 1 },\n\n  { src = 2 },\n]\n";
+        assert_eq!(line_of_key(listed, "workloads[0].flows[0].after[0]"), Some(4), "an inline entry: its own line");
+        assert_eq!(line_of_key(listed, "workloads[0].flows[2]"), Some(7), "brackets and commas in strings are text");
+        assert_eq!(line_of_key(listed, "workloads[0].flows[3]"), Some(3), "past the last entry: the array's line");
     }
 
     #[test]

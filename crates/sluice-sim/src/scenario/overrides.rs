@@ -328,11 +328,54 @@ pub(super) fn line_of_key(text: &str, key: &str) -> Option<usize> {
         return Some(start + 1 + within.unwrap_or(0));
     }
     loop {
-        if let Some(line) = line_of_written_key(text, key) {
+        if let Some(line) = line_of_element(text, key).or_else(|| line_of_written_key(text, key)) {
             return Some(line);
         }
         key = key.rsplit_once('.')?.0;
     }
+}
+
+/// The line an element of an inline array starts on, for a key path ending in an index
+/// ("flows[3]" in `flows = [ {..}, {..}, .. ]` written over several lines), if the text writes
+/// the array and the element.
+fn line_of_element(text: &str, key: &str) -> Option<usize> {
+    let (array, index) = key.strip_suffix(']')?.rsplit_once('[')?;
+    let index: usize = index.parse().ok()?;
+    let line = line_of_written_key(text, array)?;
+    let start: usize = text.split_inclusive('\n').take(line - 1).map(str::len).sum();
+    let from = start + text[start..].find('=')? + 1;
+    // Walk the value: an element starts at depth one, after the opening bracket or a comma.
+    let (mut depth, mut seen, mut quoted, mut expect) = (0usize, 0usize, None::<char>, false);
+    for (i, c) in text[from..].char_indices() {
+        if let Some(q) = quoted {
+            if c == q {
+                quoted = None;
+            }
+            continue;
+        }
+        if expect && !c.is_whitespace() && c != '#' && c != ']' {
+            if seen == index {
+                return Some(line_at(text, from + i));
+            }
+            (seen, expect) = (seen + 1, false);
+        }
+        match c {
+            '"' | '\'' => quoted = Some(c),
+            '[' | '{' => {
+                depth += 1;
+                expect |= depth == 1;
+            }
+            ']' | '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return None;
+                }
+            }
+            ',' if depth == 1 => expect = true,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The line that writes the key path `key` itself, if one does.

@@ -2,7 +2,9 @@
 //! requires, their defaults, and every check against the scenario. One pass does it all, because
 //! `sluice check` stops at a missing key: the problems met before it must be reported first.
 
+use super::collective::Collective;
 use super::rpc::Connections;
+use crate::flow::waits::Wait;
 use super::{cdf, trace, Classify, FlowSpec, Parsed, Qos, SizeSource, WorkloadConfig, WorkloadContext};
 use crate::time::{Bytes, Rate, Time};
 use std::sync::Arc;
@@ -10,8 +12,10 @@ use std::sync::Arc;
 /// A workload's kind with its settings checked and defaulted (a list of hosts left out is every host).
 #[derive(Debug)]
 pub enum Workload {
-    /// `kind = "flows"`: the listed flows, classed.
-    Flows { flows: Vec<FlowSpec> },
+    /// `kind = "flows"`: the listed flows, classed, and what each waits for.
+    Flows { flows: Vec<FlowSpec>, waits: Vec<Option<Wait>> },
+    /// `kind = "collective"`: a collective over ranks, expanded into messages that wait for one another.
+    Collective(Collective),
     /// `kind = "trace"`: the flows read from the file.
     Trace { flows: Vec<trace::TraceFlow> },
     /// `kind = "bulk"`: a flow from each sender to the receiver; no size means endless flows.
@@ -110,6 +114,12 @@ impl WorkloadConfig {
             ("backends", self.backends.is_some()),
             ("header_size", self.header_size.is_some()),
             ("body_size", self.body_size.is_some()),
+            ("op", self.op.is_some()),
+            ("algorithm", self.algorithm.is_some()),
+            ("chunks", self.chunks.is_some()),
+            ("iterations", self.iterations.is_some()),
+            ("compute", self.compute.is_some()),
+            ("root", self.root.is_some()),
         ];
         // Class selection (tag, dst_port, intent) and QoS keys apply to every kind.
         p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
@@ -270,23 +280,15 @@ impl WorkloadConfig {
                 if list.is_empty() {
                     return Err(format!("{key}.flows: the list is empty; give at least one {{ src, dst, size }}"));
                 }
-                let mut flows = Vec::new();
-                for (i, f) in list.iter().enumerate() {
-                    let at = format!("{key}.flows[{i}]");
-                    let (src, dst) = (host(f.src, format!("{at}.src"))?, host(f.dst, format!("{at}.dst"))?);
-                    if src == dst {
-                        return Err(format!("{at}: src and dst are both host {src}; a flow needs two hosts"));
-                    }
-                    if f.size.0 == 0 {
-                        return Err(format!("{at}.size: expected a positive size like \"1MB\""));
-                    }
-                    let class = match &f.class {
-                        Some(c) => class_of(Some(c), &at)?,
-                        None => class(src, dst),
-                    };
-                    flows.push(FlowSpec { src, dst, size: Some(f.size.0), start: f.start, class, qos, response: None, relay: None });
-                }
-                Workload::Flows { flows }
+                let (flows, waits) = super::listed::listed_flows(list, key, &host, &class_of, &class, qos)?;
+                Workload::Flows { flows, waits }
+            }
+            "collective" => {
+                only(&["op", "algorithm", "hosts", "size", "chunks", "iterations", "compute", "root", "start"])?;
+                let ranks = host_list(self.hosts.as_deref(), "hosts", 2)?;
+                let c = Collective::parse(self, key, ranks, positive_size(self.size, "size")?, start)?;
+                at_most(c.flow_count() as f64, &format!("{} over {} ranks", c.describe(), c.ranks.len()), "hosts")?;
+                Workload::Collective(c)
             }
             "trace" => {
                 only(&["file", "format"])?;
@@ -465,7 +467,7 @@ impl WorkloadConfig {
             }
             k => {
                 return Err(format!(
-                    "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\", \"rpc\" or \"proxy\", got \"{k}\""
+                    "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\", \"rpc\", \"proxy\" or \"collective\", got \"{k}\""
                 ))
             }
         };

@@ -2,14 +2,17 @@
 
 pub mod app;
 pub mod cdf;
+pub mod collective;
 pub mod generators;
 pub mod incast;
 pub mod kind;
+pub mod listed;
 pub mod proxy;
 pub mod rpc;
 pub mod runtime;
 pub mod trace;
 
+use crate::flow::waits::Wait;
 use crate::time::{Bytes, Rate, Time};
 use app::App;
 use cdf::Cdf;
@@ -197,7 +200,8 @@ impl ClassRules {
     }
 }
 
-/// One entry of an explicit flow list.
+/// One entry of an explicit flow list: a flow, or (`receive = true`) a receive that completes
+/// when the flow it matches arrives.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowEntry {
@@ -205,13 +209,29 @@ pub struct FlowEntry {
     pub src: usize,
     /// Receiving host ordinal.
     pub dst: usize,
-    /// Bytes to transfer.
-    pub size: Bytes,
-    /// Start time (default 0).
+    /// Bytes to transfer (a receive has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<Bytes>,
+    /// Start time (default 0); for a flow that waits, the earliest it may start.
     #[serde(default)]
     pub start: Time,
     /// Class name (default: the workload's class).
     pub class: Option<String>,
+    /// The name other entries' `after` calls this one by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Names of the flows and receives this flow waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
+    /// Time between the last of `after` being done and the flow's start (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<Time>,
+    /// A tag that matches a receive to the flow (with the two hosts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<u32>,
+    /// The entry is a receive at `dst` of the flow from `src` with its `tag`, not a flow.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub receive: bool,
 }
 
 /// A `[[workloads]]` entry. One flat table serves every kind so that errors can name the key;
@@ -219,7 +239,8 @@ pub struct FlowEntry {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
-    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all", "rpc" or "proxy".
+    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all", "rpc", "proxy"
+    /// or "collective".
     pub kind: String,
     /// Traffic class of the flows (default "default").
     pub class: Option<String>,
@@ -244,7 +265,7 @@ pub struct WorkloadConfig {
     /// kind = "poisson" / "incast" (Poisson events): offered load, a fraction of link rate.
     pub load: Option<f64>,
     /// Participating hosts (sources of "poisson"; members of "permutation", "all_to_all" and
-    /// Poisson "incast"); default all.
+    /// Poisson "incast"; the ranks of a "collective", in rank order); default all.
     pub hosts: Option<Vec<usize>>,
     /// kind = "poisson": destinations to choose from uniformly; default all hosts.
     pub destinations: Option<Vec<usize>>,
@@ -295,6 +316,26 @@ pub struct WorkloadConfig {
     pub target_rate: Option<Rate>,
     /// QoS intent: each flow should finish within this time; mapped by `policy.deadline`.
     pub deadline: Option<Time>,
+    /// kind = "collective": "all_reduce", "reduce_scatter", "all_gather", "all_to_all" or "broadcast".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// kind = "collective": "ring", "halving_doubling", "double_binary_tree" or "direct" (what
+    /// each op allows; default ring, or direct for all_to_all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// kind = "collective": pieces each message is cut into, sent one after another (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u32>,
+    /// kind = "collective": times the collective runs, each rank starting the next `compute` after
+    /// its part of the last is done (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u32>,
+    /// kind = "collective": compute time between iterations (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<Time>,
+    /// kind = "collective", op = "broadcast": the rank (an index into `hosts`) that sends (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<usize>,
 }
 
 /// What a workload needs to know about the scenario to produce flows.
@@ -329,6 +370,10 @@ pub struct WorkloadContext<'a> {
 pub struct Generated {
     /// Flows to start at their start times.
     pub flows: Vec<FlowSpec>,
+    /// What each flow waits for, by index into `flows` (empty: none waits).
+    pub waits: Vec<Option<Wait>>,
+    /// The collectives the flows make, by index into `flows`.
+    pub collectives: Vec<collective::CollectiveRun>,
     /// A closed-loop source that opens flows during the run.
     pub app: Option<Box<dyn App>>,
 }
@@ -356,11 +401,19 @@ impl Parsed {
                 f.class = class(f.src, f.dst);
                 f.qos = qos;
             }
-            Ok(Generated { flows, app: None })
+            Ok(Generated { flows, ..Generated::default() })
         };
-        let app = |app: Box<dyn App>| -> Result<Generated, String> { Ok(Generated { flows: Vec::new(), app: Some(app) }) };
+        let app = |app: Box<dyn App>| -> Result<Generated, String> { Ok(Generated { app: Some(app), ..Generated::default() }) };
         match &self.workload {
-            Workload::Flows { flows: listed } => Ok(Generated { flows: listed.clone(), app: None }),
+            Workload::Flows { flows: listed, waits } => Ok(Generated { flows: listed.clone(), waits: waits.clone(), ..Generated::default() }),
+            Workload::Collective(c) => {
+                let mut made = c.expand(key);
+                for f in &mut made.flows {
+                    f.class = class(f.src, f.dst);
+                    f.qos = qos;
+                }
+                Ok(made)
+            }
             Workload::Trace { flows: read } => flows(
                 read.iter()
                     .map(|f| FlowSpec { src: f.src, dst: f.dst, size: Some(f.size_bytes), start: f.start, ..FlowSpec::default() })

@@ -4,6 +4,7 @@
 use crate::ids::{FlowId, HostId};
 use super::World;
 use crate::context::{Cx, Event};
+use crate::flow::waits::Done;
 use crate::host::splice::Relayed;
 use crate::host::stack::{ReportFrom, HostCx};
 use crate::time::Time;
@@ -22,8 +23,13 @@ impl World {
         let report = self.hosts.report();
         let (delivered, response, completed) = (report.delivered.is_some(), report.response, report.completed);
         if delivered {
+            // Whether this delivery completes the flow, for the flows that wait for it.
+            let arriving = self.waits.is_some() && self.flows[f].rx_done.is_none();
             if let Some((a, io)) = self.runtime.delivered(&mut self.flows[f], now) {
                 self.apply_app_io(a, io, now);
+            }
+            if arriving && self.flows[f].rx_done.is_some() {
+                self.release(f, Done::Arrived, now);
             }
         }
         if self.flows[f].relay.is_some() {
@@ -44,6 +50,9 @@ impl World {
             flow.finish = Some(now);
             if flow.size.is_some() && !flow.client.as_ref().is_some_and(ClientEnd::is_persistent) {
                 self.unfinished -= 1;
+            }
+            if self.waits.is_some() {
+                self.release(f, Done::Acknowledged, now);
             }
             self.stop_if_done();
         }
@@ -90,6 +99,19 @@ impl World {
         if step.waiting {
             self.hosts.relay_ready(h, step.front, &mut host_cx!(self, now));
         }
+    }
+
+    /// Flow `f` is done as `how` says: the flows that waited for nothing else start after their
+    /// compute delay, at their own host (a flow waits only for what its host sees, or the fabric
+    /// is one partition), so each start is this shard's to make.
+    #[cold]
+    fn release(&mut self, f: FlowId, how: Done, now: Time) {
+        let mut ready = std::mem::take(&mut self.released);
+        self.waits.as_deref_mut().expect("a run with waits").done(f, how, now, &mut ready);
+        for (at, w) in ready.drain(..) {
+            self.q.push(at, Event::FlowStart(w));
+        }
+        self.released = ready;
     }
 
     /// Carries out what an application asked for: new flows, messages, timers, completed requests.

@@ -26,7 +26,9 @@ use crate::flow::build::{flow_hash, ClassRuntime, IntRuntime, TransportBuilder};
 use crate::transport::rdma::{RdmaConfig, RdmaTlt};
 use crate::transport::uet::{UetConfig, UetNetwork};
 use crate::transport::tcp::TcpConfig;
+use crate::flow::waits::{WaitGraph, Waiting};
 use crate::workload::app::App;
+use crate::workload::collective::CollectiveRun;
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
 use std::sync::Arc;
@@ -57,6 +59,10 @@ pub struct WorldSpec {
     pub flows: Vec<FlowSpec>,
     /// Closed-loop applications that open flows during the run.
     pub apps: Vec<Box<dyn App>>,
+    /// What flows wait for, when some do.
+    pub waits: Option<WaitGraph>,
+    /// The collectives the flows make, one per iteration, by flow id.
+    pub collectives: Vec<CollectiveRun>,
     /// Ports whose queues are sampled.
     pub queue_ports: Vec<u32>,
     /// Queue sampling period.
@@ -103,11 +109,15 @@ pub(super) struct StartChains {
 }
 
 impl StartChains {
-    /// The chains of `specs`, in start order, by the partition of each flow's sender.
-    fn of(specs: &[FlowSpec], host_part: &[PartId], parts: usize) -> StartChains {
+    /// The chains of `specs`, in start order, by the partition of each flow's sender; a flow that
+    /// waits for others is started by them instead.
+    fn of(specs: &[FlowSpec], host_part: &[PartId], parts: usize, waits: Option<&WaitGraph>) -> StartChains {
         let mut chains = StartChains { first: vec![u32::MAX; parts], next: vec![u32::MAX; specs.len()] };
         let mut last = vec![u32::MAX; parts];
         for (f, spec) in specs.iter().enumerate() {
+            if waits.is_some_and(|w| w.waits(FlowId(f as u32))) {
+                continue;
+            }
             let part = host_part[spec.src].index();
             match last[part] {
                 u32::MAX => chains.first[part] = f as u32,
@@ -122,7 +132,12 @@ impl StartChains {
 impl World {
     /// Builds the world from validated parts over `graph`: ports, switches, NICs, every flow.
     pub fn new(graph: &Graph, p: WorldSpec) -> World {
-        let parts = Partitions::of(graph, !p.apps.is_empty());
+        let coupled = match (&p.apps, &p.waits) {
+            (apps, _) if !apps.is_empty() => Some("closed-loop applications couple their hosts at zero delay"),
+            (_, Some(w)) if w.coupled() => Some("a flow waits for a flow with no end at its host, which couples the hosts at zero delay"),
+            _ => None,
+        };
+        let parts = Partitions::of(graph, coupled);
         let (global, parts_count) = (if parts.count == 1 { 0 } else { parts.count }, parts.count);
         let mut net = Fabric::build(
             graph,
@@ -183,6 +198,9 @@ impl World {
             global,
             stop_at: None,
             runtime: Runtime::new(p.apps),
+            waits: p.waits.as_ref().filter(|w| w.waiting() > 0).map(|w| Box::new(Waiting::new(Arc::new(w.clone())))),
+            released: Vec::new(),
+            collectives: p.collectives.into(),
             build: Arc::new(TransportBuilder {
                 classes: p.classes,
                 tcp: p.tcp,
@@ -229,7 +247,7 @@ impl World {
             record.wait_to_connect();
             world.push_flow(record, spec);
         }
-        world.starts = Arc::new(StartChains::of(&p.flows, &world.host_part, world.parts.count));
+        world.starts = Arc::new(StartChains::of(&p.flows, &world.host_part, world.parts.count, p.waits.as_ref()));
         world.specs = Arc::new(p.flows);
         for (a, app) in world.runtime.apps.iter().enumerate() {
             world.q.push(app.start_time(), Event::AppStart(a as u32));
@@ -306,7 +324,13 @@ impl World {
     #[cold]
     #[inline(never)]
     pub(super) fn connect_waiting(&mut self, f: FlowId) {
-        let mut fresh = self.record(&self.specs[f.index()], f);
+        let spec = &self.specs[f.index()];
+        // A flow that waited starts when what it waited for let it.
+        let waited = self.waits.as_deref().and_then(|w| w.start_of(f));
+        let mut fresh = match waited {
+            Some(start) => self.record(&FlowSpec { start, ..spec.clone() }, f),
+            None => self.record(spec, f),
+        };
         // A shard keeps only the ends at hosts of its own partitions.
         let own = |h: HostId| self.own[self.host_part[h].index()];
         if !own(fresh.src) {
@@ -316,7 +340,12 @@ impl World {
             fresh.server = None;
         }
         match self.flows.get_mut(f) {
-            Some(record) => record.connect(fresh),
+            Some(record) => {
+                if waited.is_some() {
+                    record.start = fresh.start;
+                }
+                record.connect(fresh)
+            }
             // A shard meets the flow first: the fresh record is the one it would have waited in.
             None => self.flows.push(fresh),
         }

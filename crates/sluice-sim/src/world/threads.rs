@@ -24,6 +24,7 @@ use crate::net::switch::Switch;
 use crate::packet::hpcc_int::{HopSlab, HopStack};
 use crate::packet::Packet;
 use crate::time::Time;
+use crate::flow::waits::Waiting;
 use crate::workload::runtime::Runtime;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -50,6 +51,8 @@ struct WindowReport {
     unfinished: usize,
     /// Static flows it started.
     started: usize,
+    /// Flows it saw stop waiting for others.
+    released: usize,
     /// It reached the end time.
     stopped: bool,
 }
@@ -199,6 +202,9 @@ impl World {
             global: self.global,
             stop_at: None,
             runtime: Runtime::new(Vec::new()),
+            waits: self.waits.clone(),
+            released: Vec::new(),
+            collectives: Arc::clone(&self.collectives),
             rngs: self.rngs.clone(),
             counters: self.counters.clone(),
             unfinished: self.unfinished,
@@ -312,18 +318,20 @@ impl World {
         loop {
             let parcels = self.ship(ex);
             let next = parcels.iter().flatten().map(|p| p.across.at).chain(self.q.next_time()).min();
-            let report = WindowReport { parcels, next, unfinished: self.unfinished, started: self.started, stopped: self.stopped };
+            let released = self.waits.as_deref().map_or(0, Waiting::released);
+            let report = WindowReport { parcels, next, unfinished: self.unfinished, started: self.started, released, stopped: self.stopped };
             *ex.reports[set][r].lock().unwrap_or_else(|e| e.into_inner()) = report;
             if !ex.barrier.wait() {
                 return;
             }
-            let (mut next, mut finished, mut started, mut stopped) = (None::<Time>, 0, 0, false);
+            let (mut next, mut finished, mut started, mut released, mut stopped) = (None::<Time>, 0, 0, 0, false);
             for from in &ex.reports[set] {
                 let mut report = from.lock().unwrap_or_else(|e| e.into_inner());
                 self.land(report.parcels.get_mut(r).map(std::mem::take).unwrap_or_default());
                 next = next.into_iter().chain(report.next).min();
                 finished += ex.unfinished - report.unfinished;
                 started += report.started;
+                released += report.released;
                 stopped |= report.stopped;
             }
             set ^= 1;
@@ -331,7 +339,8 @@ impl World {
                 return;
             }
             // The stop `stop_if_done` makes on one thread, from the counts of all.
-            if self.stop_when_done && finished == ex.unfinished && self.endless == 0 && started >= self.static_flows {
+            let idle = self.waits.as_deref().map_or(0, |w| w.graph().waiting() - released);
+            if self.stop_when_done && finished + idle == ex.unfinished && self.endless == 0 && started + idle >= self.static_flows {
                 if let Some(end) = last_end {
                     self.stop_at.get_or_insert(end);
                 }
@@ -441,6 +450,16 @@ impl World {
         }
         for mut record in server_sides {
             self.flows[record.id].take_server_side(&mut record);
+        }
+        // A waiting flow's progress is its sender's shard's.
+        let senders: Vec<usize> = match self.waits {
+            Some(_) => (0..self.static_flows).map(|f| shard_of(self, self.flows[crate::ids::FlowId(f as u32)].src)).collect(),
+            None => Vec::new(),
+        };
+        if let Some(waits) = self.waits.as_deref_mut() {
+            for (f, &r) in senders.iter().enumerate().filter(|&(_, &r)| r > 0) {
+                waits.take_flow(others[r - 1].waits.as_deref().expect("shards share the graph"), crate::ids::FlowId(f as u32));
+            }
         }
         for (p, &r) in owner.iter().enumerate().filter(|&(_, &r)| r > 0) {
             self.counters[p] = others[r - 1].counters[p].clone();

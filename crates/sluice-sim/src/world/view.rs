@@ -20,6 +20,7 @@ use crate::packet::Packet;
 use crate::time::{Rate, Time};
 use crate::flow::build::ClassRuntime;
 use crate::workload::app::Request;
+use crate::workload::collective::CollectiveRun;
 
 impl World {
     /// Checks conservation: every packet sent is delivered, dropped or still in the network;
@@ -47,6 +48,21 @@ impl World {
     /// Each host's NIC offload, where it has one.
     pub fn offloads(&self) -> &[Option<Box<Offload>>] {
         &self.hosts.offloads
+    }
+
+    /// The collectives the run's flows make, one per iteration, by flow id.
+    pub fn collectives(&self) -> &[CollectiveRun] {
+        &self.collectives
+    }
+
+    /// Flows that still wait for others, each with the flows it waits for that have not arrived
+    /// where its host would see them (empty where no flow waits).
+    pub fn waiting_flows(&self) -> Vec<(FlowId, Vec<FlowId>)> {
+        let Some(waits) = self.waits.as_deref() else { return Vec::new() };
+        waits.stuck(|a| {
+            let f = &self.flows[a];
+            f.rx_done.is_some() || f.finish.is_some()
+        })
     }
 
     /// The partitions the fabric splits into.
