@@ -74,6 +74,8 @@ enum Fig {
     Uet,
     /// TCP-INT echoes.
     Int,
+    /// Collectives: their iterations, bus bandwidth and the hottest links.
+    Collective,
 }
 
 /// The classes the headline gives a line each (several carry traffic), or none (it sums them).
@@ -204,6 +206,21 @@ fn expected(fig: Fig, s: &Value, err: &str, what: &str) -> Vec<String> {
             vec![format!("UET: {} new packets, {} resent; {} ACKs, {} NACKs", u(&t["new"]), u(&t["rtx"]), u(&t["acks"]), u(&t["nacks"]))]
         }
         Fig::Int => vec![format!("TCP-INT: {} echoes; path latency p50 ", u(&s["telemetry"]["echoes"]))],
+        Fig::Collective => {
+            let c = &s["collectives"];
+            let mut out = Vec::new();
+            for k in c["collectives"].as_array().unwrap() {
+                let (ranks, done, iterations) = (u(&k["ranks"]), u(&k["completed"]), u(&k["iterations"]));
+                assert!(done == iterations && done > 0, "{what}: {done} of {iterations} iterations finished");
+                let name = |key: &str| k[key].as_str().unwrap().to_string();
+                out.push(format!("collective {}: {} by {} over {ranks} ranks", name("workload"), name("op"), name("algorithm")));
+                out.push(format!("{done} of {iterations} iterations"));
+                out.push(format!("algbw {:.2} GB/s, busbw {:.2} GB/s", k["algbw_GBps"].as_f64().unwrap(), k["busbw_GBps"].as_f64().unwrap()));
+            }
+            let hottest = c["hottest_links"][0]["link"].as_str().unwrap();
+            out.push(format!("hottest links: {hottest} "));
+            out
+        }
         Fig::Requests | Fig::Flows | Fig::Endless | Fig::Persistent => {
             let classes = class_lines(s);
             if classes.is_empty() {
@@ -246,6 +263,7 @@ const SCENARIOS: &[Case] = &[
     ("acceltcp_proxy", &["offload.hosts=[0]"], &[Fig::Offload, Fig::Cpu, Fig::Requests], &[]),
     ("acceltcp_proxy_mtcp", &[], &[Fig::Cpu, Fig::Requests], &[]),
     ("cc_compare", &[], &[Fig::Flows, Fig::Ecn], &[]),
+    ("collective_allreduce", &[], &[Fig::Collective, Fig::Flows], &["waiting:"]),
     // NSCC on one path each: flows meet on links, and their trimmed packets are NACKed.
     (
         "cc_compare",
