@@ -218,7 +218,7 @@ def host_setup(sluice, offloads, rate):
     sh(sluice, "testbed", "down", "--prefix", PREFIX, check=False)
     # A third of a 1 MB shared buffer per congested port, as the scenario's switch gives it, in
     # bytes (a packet limit would hold many frames a packet with offloads on).
-    sh(sluice, "testbed", "up", "--prefix", PREFIX, "--hosts", "4", "--rate", rate, "--ce-threshold", "30000", "--queue-bytes", "333333", "--offloads", offloads)
+    sh(sluice, "testbed", "up", "--prefix", PREFIX, "--hosts", "4", "--rate", rate, "--ce-threshold", "30000", "--queue-bytes", "333333", "--offloads", offloads, "--steer-flows")
     for h in range(1, 5):
         ns = f"{PREFIX}-h{h}"
         # The scenario's 10 ms minimum RTO (Linux's is 200 ms), on every route of the host.

@@ -88,6 +88,7 @@ fn every_segment_the_buffer_dropped_was_retransmitted() {
         prefix: "slev1".into(),
         rate_bps: 100_000_000,
         queue_bytes: Some(buffer),
+        steer_flows: true,
         ce_threshold: 0,
         ..TestbedOptions::default()
     });

@@ -48,6 +48,10 @@ pub enum TestbedCmd {
         /// ships a NIC (TSO, GSO and GRO on).
         #[arg(long, value_enum, default_value = "off")]
         offloads: OffloadsArg,
+        /// Steer each flow to one CPU (RPS), so a sender moving between CPUs does not reorder
+        /// its packets.
+        #[arg(long)]
+        steer_flows: bool,
     },
     /// Record a run's evidence: per switch port bytes, packets, drops and the queue over time;
     /// per host the kernel's TCP counters; every device's offloads; CPU per core, flagging a run
@@ -131,7 +135,7 @@ pub enum OffloadsArg {
 /// Runs a `sluice testbed` subcommand.
 pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
     match cmd {
-        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu, queue_packets, queue_bytes, offloads } => {
+        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu, queue_packets, queue_bytes, offloads, steer_flows } => {
             let tb = netns::up(&TestbedOptions {
                 prefix,
                 hosts,
@@ -149,6 +153,7 @@ pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
                     OffloadsArg::Off => Offloads::Off,
                     OffloadsArg::Linux => Offloads::Linux,
                 },
+                steer_flows,
             })?;
             print!("{}", tb.describe());
         }

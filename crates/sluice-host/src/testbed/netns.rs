@@ -54,6 +54,9 @@ pub struct TestbedOptions {
     pub queue_bytes: Option<u64>,
     /// Segmentation and receive offloads.
     pub offloads: Offloads,
+    /// Steer each flow to one CPU (RPS), so a sender moving between CPUs does not reorder its
+    /// packets (`steer_flows`).
+    pub steer_flows: bool,
     /// CE marking threshold of the INT switch, bytes (0: no marking).
     pub ce_threshold: u64,
     /// Attach the INT switch.
@@ -72,6 +75,7 @@ impl Default for TestbedOptions {
             queue_packets: 1000,
             queue_bytes: None,
             offloads: Offloads::Off,
+            steer_flows: false,
             ce_threshold: 30_000,
             int_switch: true,
             mtu: 1500,
@@ -118,6 +122,9 @@ pub struct Testbed {
     /// Segmentation and receive offloads.
     #[serde(default)]
     pub offloads: Offloads,
+    /// Whether each flow is steered to one CPU.
+    #[serde(default)]
+    pub steer_flows: bool,
 }
 
 fn default_shaper() -> Shaper {
@@ -198,6 +205,7 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
         queue_packets: o.queue_packets,
         queue_bytes: o.queue_bytes,
         offloads: o.offloads,
+        steer_flows: o.steer_flows,
     };
     fs::create_dir_all(sys::STATE_DIR)?;
     fs::write(state_file(&o.prefix), serde_json::to_string_pretty(&tb)?)?;
@@ -237,8 +245,10 @@ fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
         for (n, dev) in [(ns, "eth0"), (sw, port)] {
             run("ip", &[&["netns", "exec", n, "ethtool", "-K", dev][..], features].concat()).context("setting the offloads")?;
         }
-        for (n, dev) in [(ns, "eth0"), (sw, port)] {
-            steer_flows(n, dev)?;
+        if o.steer_flows {
+            for (n, dev) in [(ns, "eth0"), (sw, port)] {
+                steer_flows(n, dev)?;
+            }
         }
         shape(sw, port, &rate, o)?;
         if o.int_switch {
