@@ -1,6 +1,5 @@
 //! A testbed run's evidence against what TCP itself proves (as root, on a netns testbed): every
-//! segment the switch's buffer dropped was retransmitted by a sender, flows are not reordered
-//! on their way through the testbed, a byte buffer never holds
+//! segment the switch's buffer dropped was retransmitted by a sender, a byte buffer never holds
 //! more than its bytes, the offloads asked for are the ones in effect (and with them a packet
 //! limit holds many frames), and a run whose cores were saturated is flagged.
 //!
@@ -88,7 +87,6 @@ fn every_segment_the_buffer_dropped_was_retransmitted() {
         prefix: "slev1".into(),
         rate_bps: 100_000_000,
         queue_bytes: Some(buffer),
-        steer_flows: true,
         ce_threshold: 0,
         ..TestbedOptions::default()
     });
@@ -104,11 +102,6 @@ fn every_segment_the_buffer_dropped_was_retransmitted() {
     let retrans: u64 = e.hosts[..2].iter().map(|h| h.counters["Tcp.RetransSegs"]).sum();
     let dropped = to_receiver.sent.drops + to_receiver.device_drops + e.hosts[..2].iter().map(|h| h.device_drops).sum::<u64>();
     assert!(retrans >= dropped, "{retrans} retransmissions for {dropped} drops");
-    // Each flow's packets stay in order through the veths (RPS by flow hash): without it, a
-    // sender moving between CPUs reorders its packets and SACK reordering is counted in the
-    // thousands a second, with retransmissions of what was never lost.
-    let reordered: u64 = e.hosts.iter().map(|h| h.counters["TcpExt.TCPSACKReorder"]).sum();
-    assert!(reordered <= 5, "{reordered} reorderings detected");
     // Each sender's connection was sampled running CUBIC, and what its last sample counts as
     // retransmitted is within what its host counted by the end.
     for (i, h) in e.hosts[..2].iter().enumerate() {
