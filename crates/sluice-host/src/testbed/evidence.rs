@@ -301,6 +301,21 @@ fn busy_shares(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<f64> {
     before.iter().zip(after).map(|(b, a)| if a.1 > b.1 { (a.0 - b.0) as f64 / (a.1 - b.1) as f64 } else { 0.0 }).collect()
 }
 
+/// Each core's busy share from a starting reading of `/proc/stat` to now.
+pub struct CpuMeter(Vec<(u64, u64)>);
+
+impl CpuMeter {
+    /// Takes the starting reading.
+    pub fn start() -> Result<CpuMeter> {
+        Ok(CpuMeter(cpu_times()?))
+    }
+
+    /// Each core's busy share since the start.
+    pub fn busy(&self) -> Result<Vec<f64>> {
+        Ok(busy_shares(&self.0, &cpu_times()?))
+    }
+}
+
 /// A device's offloads (`ethtool -k`).
 fn offloads(netns: &str, dev: &str) -> Result<DeviceOffloads> {
     let out = run("ip", &["netns", "exec", netns, "ethtool", "-k", dev])?;
@@ -333,7 +348,7 @@ struct Start {
     device_drops: Vec<u64>,
     host_device_drops: Vec<u64>,
     hosts: Vec<BTreeMap<String, u64>>,
-    cpu: Vec<(u64, u64)>,
+    cpu: CpuMeter,
     backlog_drops: u64,
 }
 
@@ -360,7 +375,7 @@ impl Recorder {
             device_drops: tb.hosts.iter().map(|h| device_drops(&tb.switch, &h.switch_port)).collect::<Result<_>>()?,
             host_device_drops: tb.hosts.iter().map(|h| device_drops(&h.netns, "eth0")).collect::<Result<_>>()?,
             hosts: tb.hosts.iter().map(|h| host_counters(&h.netns)).collect::<Result<_>>()?,
-            cpu: cpu_times()?,
+            cpu: CpuMeter::start()?,
             backlog_drops: backlog_drops()?,
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -376,7 +391,7 @@ impl Recorder {
         self.stop.store(true, Ordering::Relaxed);
         let (queue, connections) = self.sampler.join().map_err(|_| anyhow::anyhow!("the queue sampler panicked"))??;
         let secs = self.start.at.elapsed().as_secs_f64();
-        let cpu_busy = busy_shares(&self.start.cpu, &cpu_times()?);
+        let cpu_busy = self.start.cpu.busy()?;
         let ports_now = qdisc_stats(&self.tb.switch)?;
         let mut ports = Vec::new();
         for (i, h) in self.tb.hosts.iter().enumerate() {
