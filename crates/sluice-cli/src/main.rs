@@ -317,6 +317,7 @@ fn list() {
         ("rpc", "closed-loop request/response clients (clients, servers, outstanding, sizes or cdfs, think_time)"),
         ("proxy", "closed-loop clients of an L7 proxy relaying to backends (clients, proxy, backends, outstanding, header_size, body_size)"),
         ("collective", "all_reduce (ring, halving_doubling, double_binary_tree), reduce_scatter, all_gather (ring, halving_doubling), all_to_all or broadcast over hosts in rank order (op, algorithm, hosts, size, chunks, iterations, compute, root)"),
+        ("chakra", "Chakra execution traces (mlcommons/chakra et_def.proto, schema 0.0.4), one <file>.<rank>.et per rank as ASTRA-sim reads them: compute, collectives, sends and receives with their dependencies (file, hosts in rank order, algorithm, comm_groups, start)"),
     ] {
         println!("  {kind:<12} {what}");
     }

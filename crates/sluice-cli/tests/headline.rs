@@ -76,6 +76,8 @@ enum Fig {
     Int,
     /// Collectives: their iterations, bus bandwidth and the hottest links.
     Collective,
+    /// Chakra traces: their ranks, nodes and when every rank was done.
+    Chakra,
 }
 
 /// The classes the headline gives a line each (several carry traffic), or none (it sums them).
@@ -221,6 +223,16 @@ fn expected(fig: Fig, s: &Value, err: &str, what: &str) -> Vec<String> {
             out.push(format!("hottest links: {hottest} "));
             out
         }
+        Fig::Chakra => {
+            let mut out = Vec::new();
+            for c in s["chakra"].as_array().unwrap() {
+                let ranks = u(&c["ranks"]);
+                assert_eq!(u(&c["ranks_done"]), ranks, "{what}: a rank of {} was not done", c["workload"]);
+                out.push(format!("chakra {}: {} over {ranks} ranks", c["workload"].as_str().unwrap(), c["file"].as_str().unwrap()));
+                out.push(format!("{} messages: all {ranks} ranks done in ", u(&c["messages"])));
+            }
+            out
+        }
         Fig::Requests | Fig::Flows | Fig::Endless | Fig::Persistent => {
             let classes = class_lines(s);
             if classes.is_empty() {
@@ -264,6 +276,7 @@ const SCENARIOS: &[Case] = &[
     ("acceltcp_proxy_mtcp", &[], &[Fig::Cpu, Fig::Requests], &[]),
     ("cc_compare", &[], &[Fig::Flows, Fig::Ecn], &[]),
     ("collective_allreduce", &[], &[Fig::Collective, Fig::Flows], &["waiting:"]),
+    ("chakra_allreduce", &[], &[Fig::Chakra, Fig::Collective, Fig::Flows], &["waiting:"]),
     // NSCC on one path each: flows meet on links, and their trimmed packets are NACKed.
     (
         "cc_compare",

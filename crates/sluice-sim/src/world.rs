@@ -29,6 +29,7 @@ use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::time::Time;
 use crate::flow::build::TransportBuilder;
 use crate::flow::waits::Waiting;
+use crate::workload::chakra::ChakraRun;
 use crate::workload::collective::CollectiveRun;
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
@@ -78,6 +79,8 @@ pub struct World {
     released: Vec<(Time, FlowId)>,
     /// The collectives the flows make, one per iteration; shards share them.
     collectives: Arc<[CollectiveRun]>,
+    /// The Chakra traces the flows come from; shards share them.
+    chakra: Arc<[ChakraRun]>,
     /// Each partition's random streams.
     rngs: Vec<Streams>,
     /// Each partition's packet counters (and the run's own source's, which counts nothing).

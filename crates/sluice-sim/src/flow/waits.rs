@@ -7,6 +7,10 @@
 //! that flow's arrival at once, which couples two hosts at zero delay: the fabric then stays one
 //! partition ([`WaitGraph::coupled`]).
 //!
+//! A wait may also give each flow it waits for a delay of its own (a Chakra trace's compute
+//! between a message and the next: [`Wait::delays`]); the flow then starts at the latest of
+//! each done time plus its delay, and `compute` after that.
+//!
 //! The graph is shared read-only by the shards; each shard keeps its own [`Waiting`] counts, and
 //! only the shard of a waiting flow's sender ever changes that flow's.
 
@@ -22,34 +26,57 @@ pub struct Wait {
     pub after: Vec<usize>,
     /// Time between the last of them being done and the flow's start.
     pub compute: Time,
+    /// Each flow of `after`'s own delay, added to its done time (empty: none has one).
+    pub delays: Vec<Time>,
 }
 
-/// Lists by flow id, packed: list `f` is `items[start[f]..start[f + 1]]`.
+/// Lists by flow id, packed: list `f` is `items[start[f]..start[f + 1]]`, each item with its
+/// delay in `delays` (kept only where some delay is not zero).
 #[derive(Clone, Debug, Default)]
 struct Lists {
     start: Vec<u32>,
     items: Vec<FlowId>,
+    delays: Vec<Time>,
 }
 
 impl Lists {
     /// Packs `lists`, one per flow.
-    fn of(lists: &[Vec<FlowId>]) -> Lists {
+    fn of(lists: &[Vec<(FlowId, Time)>]) -> Lists {
         let mut start = Vec::with_capacity(lists.len() + 1);
-        let mut items = Vec::new();
+        let (mut items, mut delays) = (Vec::new(), Vec::new());
         start.push(0);
         for l in lists {
-            items.extend_from_slice(l);
+            items.extend(l.iter().map(|x| x.0));
+            delays.extend(l.iter().map(|x| x.1));
             start.push(items.len() as u32);
         }
-        Lists { start, items }
+        if delays.iter().all(|&d| d == Time::ZERO) {
+            delays = Vec::new();
+        }
+        Lists { start, items, delays }
+    }
+
+    /// The bounds of list `f` in `items`.
+    fn range(&self, f: FlowId) -> std::ops::Range<usize> {
+        match (self.start.get(f.index()), self.start.get(f.index() + 1)) {
+            (Some(&a), Some(&b)) => a as usize..b as usize,
+            _ => 0..0,
+        }
     }
 
     /// List `f` (empty past the last).
     fn get(&self, f: FlowId) -> &[FlowId] {
-        match (self.start.get(f.index()), self.start.get(f.index() + 1)) {
-            (Some(&a), Some(&b)) => &self.items[a as usize..b as usize],
-            _ => &[],
-        }
+        &self.items[self.range(f)]
+    }
+
+    /// The delay of item `i` of the packed lists.
+    fn delay(&self, i: usize) -> Time {
+        self.delays.get(i).copied().unwrap_or(Time::ZERO)
+    }
+
+    /// Whether some item has a delay.
+    fn delayed(&self) -> bool {
+        !self.delays.is_empty()
     }
 }
 
@@ -87,17 +114,18 @@ impl WaitGraph {
             waiting += 1;
             compute[f] = w.compute;
             let host = ends[f].0;
-            // A flow named twice is waited for once.
-            let mut deps = w.after.clone();
-            deps.sort_unstable();
-            deps.dedup();
-            for a in deps {
-                after[f].push(FlowId(a as u32));
+            // A flow named twice is waited for once, with the longest of its delays.
+            let mut deps: Vec<(usize, Time)> =
+                w.after.iter().enumerate().map(|(i, &a)| (a, w.delays.get(i).copied().unwrap_or(Time::ZERO))).collect();
+            deps.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(y.1.cmp(&x.1)));
+            deps.dedup_by_key(|d| d.0);
+            for (a, delay) in deps {
+                after[f].push((FlowId(a as u32), Time::ZERO));
                 if ends[a].0 == host {
-                    on_ack[a].push(FlowId(f as u32));
+                    on_ack[a].push((FlowId(f as u32), delay));
                 } else {
                     coupled |= ends[a].1 != host;
-                    on_arrival[a].push(FlowId(f as u32));
+                    on_arrival[a].push((FlowId(f as u32), delay));
                 }
             }
         }
@@ -148,6 +176,9 @@ pub struct Waiting {
     graph: Arc<WaitGraph>,
     /// Flows each flow still waits for.
     left: Vec<u32>,
+    /// The latest done time plus delay each flow heard so far (kept only when some wait has
+    /// delays: otherwise the last one heard is the latest).
+    latest: Vec<Time>,
     /// When each flow that stopped waiting starts.
     due: Vec<Option<Time>>,
     /// Flows this shard saw stop waiting.
@@ -159,7 +190,9 @@ impl Waiting {
     pub fn new(graph: Arc<WaitGraph>) -> Waiting {
         let n = graph.compute.len();
         let left = (0..n).map(|f| graph.after(FlowId(f as u32)).len() as u32).collect();
-        Waiting { graph, left, due: vec![None; n], released: 0 }
+        let delayed = graph.on_arrival.delayed() || graph.on_ack.delayed();
+        let latest = if delayed { vec![Time::ZERO; n] } else { Vec::new() };
+        Waiting { graph, left, latest, due: vec![None; n], released: 0 }
     }
 
     /// The graph.
@@ -171,18 +204,24 @@ impl Waiting {
     /// its start time, to `ready`, in the graph's order.
     pub fn done(&mut self, f: FlowId, how: Done, now: Time, ready: &mut Vec<(Time, FlowId)>) {
         let graph = Arc::clone(&self.graph);
-        let heard = match how {
-            Done::Arrived => graph.on_arrival.get(f),
-            Done::Acknowledged => graph.on_ack.get(f),
+        let lists = match how {
+            Done::Arrived => &graph.on_arrival,
+            Done::Acknowledged => &graph.on_ack,
         };
-        for &w in heard {
+        for i in lists.range(f) {
+            let w = lists.items[i];
             let left = &mut self.left[w.index()];
             if *left == 0 {
                 continue;
             }
             *left -= 1;
+            let mut heard = now;
+            if let Some(latest) = self.latest.get_mut(w.index()) {
+                *latest = (*latest).max(now + lists.delay(i));
+                heard = *latest;
+            }
             if *left == 0 {
-                let at = (now + graph.compute[w.index()]).max(graph.not_before[w.index()]);
+                let at = (heard + graph.compute[w.index()]).max(graph.not_before[w.index()]);
                 self.due[w.index()] = Some(at);
                 self.released += 1;
                 ready.push((at, w));
@@ -213,6 +252,9 @@ impl Waiting {
         }
         self.left[i] = other.left[i];
         self.due[i] = other.due[i];
+        if let (Some(l), Some(&o)) = (self.latest.get_mut(i), other.latest.get(i)) {
+            *l = o;
+        }
     }
 
     /// The flows still waiting, each with the flows it waits for that `done` says are not done.
@@ -268,7 +310,7 @@ mod tests {
     use super::*;
 
     fn wait(after: &[usize], compute_us: u64) -> Option<Wait> {
-        Some(Wait { after: after.to_vec(), compute: Time::from_us(compute_us) })
+        Some(Wait { after: after.to_vec(), compute: Time::from_us(compute_us), delays: Vec::new() })
     }
 
     #[test]
@@ -291,6 +333,25 @@ mod tests {
         w.done(FlowId(2), Done::Acknowledged, Time::from_us(31), &mut ready);
         assert_eq!(ready[1], (Time::from_us(40), FlowId(3)), "not before its own start");
         assert_eq!((w.still_waiting(), w.start_of(FlowId(2))), (0, Some(Time::from_us(25))));
+    }
+
+    #[test]
+    fn each_flow_waited_for_may_add_its_own_delay_and_the_latest_sum_wins() {
+        // 2 (h1->h0) waits for 0 (arrives at h1) plus 30 us and for 1 (sent by h1) plus 5 us,
+        // then computes 2 us; 0 is named twice, and the longer delay counts.
+        let z = Time::ZERO;
+        let ends = [(0, 1, z), (1, 2, z), (1, 0, z)];
+        let wait = Wait {
+            after: vec![0, 1, 0],
+            compute: Time::from_us(2),
+            delays: vec![Time::from_us(10), Time::from_us(5), Time::from_us(30)],
+        };
+        let mut w = Waiting::new(Arc::new(WaitGraph::new(&[None, None, Some(wait)], &ends)));
+        let mut ready = Vec::new();
+        w.done(FlowId(0), Done::Arrived, Time::from_us(10), &mut ready);
+        w.done(FlowId(1), Done::Acknowledged, Time::from_us(20), &mut ready);
+        // 10 + 30 beats 20 + 5, though 1 was done last.
+        assert_eq!(ready, [(Time::from_us(42), FlowId(2))]);
     }
 
     #[test]

@@ -121,26 +121,36 @@ pub fn summarize(world: &World) -> Option<CollectivesSummary> {
     let mut collectives: Vec<CollectiveFigures> = Vec::new();
     let mut times: Vec<(&CollectiveRun, Vec<Time>)> = Vec::new();
     for run in runs {
-        if collectives.last().is_none_or(|c| c.workload != run.workload) {
-            collectives.push(CollectiveFigures {
-                workload: run.workload.clone(),
-                op: run.op.name(),
-                algorithm: run.algorithm.name(),
-                ranks: run.ranks,
-                size_bytes: run.size,
-                iterations: 0,
-                completed: 0,
-                mean_time_ns: None,
-                algbw: None,
-                busbw: None,
-            });
-            times.push((run, Vec::new()));
-        }
-        let c = collectives.last_mut().expect("just pushed");
+        // A workload's collectives of one shape are summed up together: a collective workload
+        // has one shape, a Chakra trace one per op, algorithm, group size and size it uses.
+        let same = |c: &CollectiveFigures| {
+            (c.workload.as_str(), c.op, c.algorithm, c.ranks, c.size_bytes)
+                == (run.workload.as_str(), run.op.name(), run.algorithm.name(), run.ranks, run.size)
+        };
+        let at = match collectives.iter().position(same) {
+            Some(i) => i,
+            None => {
+                collectives.push(CollectiveFigures {
+                    workload: run.workload.clone(),
+                    op: run.op.name(),
+                    algorithm: run.algorithm.name(),
+                    ranks: run.ranks,
+                    size_bytes: run.size,
+                    iterations: 0,
+                    completed: 0,
+                    mean_time_ns: None,
+                    algbw: None,
+                    busbw: None,
+                });
+                times.push((run, Vec::new()));
+                collectives.len() - 1
+            }
+        };
+        let c = &mut collectives[at];
         c.iterations += 1;
         if let (Some(s), Some(e)) = span(world, run) {
             c.completed += 1;
-            times.last_mut().expect("one per collective").1.push(e - s);
+            times[at].1.push(e - s);
         }
     }
     for (c, (run, times)) in collectives.iter_mut().zip(&times) {

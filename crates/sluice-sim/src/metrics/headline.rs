@@ -49,6 +49,27 @@ fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A Chakra trace's line: its ranks, nodes and messages, and when its ranks were done.
+fn chakra_line(c: &super::chakra::ChakraFigures) -> String {
+    let n = &c.nodes;
+    let kinds = [(n.compute, "compute"), (n.memory, "memory"), (n.collective, "collective"), (n.send, "send"), (n.recv, "recv"), (n.other, "other")];
+    let kinds: Vec<String> = kinds.iter().filter(|(k, _)| *k > 0).map(|(k, what)| format!("{k} {what}")).collect();
+    let done = match (c.time_ns, c.first_rank_ns) {
+        (Some(t), Some(f)) => format!("all {} ranks done in {} (first {})", c.ranks, time(t), time(f)),
+        _ => format!("{} of {} ranks done", c.ranks_done, c.ranks),
+    };
+    format!(
+        "chakra {}: {} over {} ranks, {} nodes ({}), {}, {}: {done}",
+        c.workload,
+        c.file,
+        c.ranks,
+        n.compute + n.memory + n.collective + n.send + n.recv + n.other,
+        kinds.join(", "),
+        count(c.collectives, "collective", "collectives"),
+        count(c.messages, "message", "messages"),
+    )
+}
+
 /// The headline's lines for a run's summary.
 pub fn headline(s: &Summary) -> Vec<String> {
     let mut lines = Vec::new();
@@ -168,6 +189,9 @@ pub fn headline(s: &Summary) -> Vec<String> {
         if !hot.is_empty() {
             lines.push(format!("hottest links: {}", hot.join(", ")));
         }
+    }
+    for c in s.chakra.iter().flatten() {
+        lines.push(chakra_line(c));
     }
     if let Some(w) = &s.waiting {
         lines.push(format!("waiting: {} never started (summary.json: waiting)", count(w.len() as u64, "flow", "flows")));

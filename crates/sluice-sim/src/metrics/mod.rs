@@ -3,6 +3,7 @@
 
 mod buckets;
 mod cc_state;
+pub mod chakra;
 pub mod circuit;
 pub mod collectives;
 pub mod cpu;

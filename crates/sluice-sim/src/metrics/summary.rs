@@ -277,6 +277,9 @@ pub struct Summary {
     /// Collectives' times and bandwidths, and the hottest links, when the run has collectives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collectives: Option<super::collectives::CollectivesSummary>,
+    /// Chakra traces: their ranks, nodes, messages and time, when the run has some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chakra: Option<Vec<super::chakra::ChakraFigures>>,
     /// Flows that never started because what they wait for never arrived, each with what it
     /// still waits for (absent when none is left waiting).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -462,6 +465,7 @@ pub fn summarize(world: &World, wall_s: f64) -> Summary {
         cpu: super::cpu::summarize(world),
         offload: super::cpu::offload_counts(world),
         collectives: super::collectives::summarize(world),
+        chakra: super::chakra::summarize(world),
         waiting: {
             let stuck = world.waiting_flows();
             (!stuck.is_empty()).then(|| {

@@ -143,6 +143,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
     // the collectives' iterations.
     let mut waits: Vec<Option<Wait>> = Vec::new();
     let mut collectives: Vec<CollectiveRun> = Vec::new();
+    let mut chakra: Vec<crate::workload::chakra::ChakraRun> = Vec::new();
     // The workload that makes the most flows, which a refusal for memory names.
     let mut most_made = (0, "workloads".to_string());
     // The first workload whose flows never end, which then needs a run duration.
@@ -176,6 +177,10 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
             c.flows.iter_mut().for_each(|f| *f += offset);
             c
         }));
+        chakra.extend(generated.chakra.into_iter().map(|mut c| {
+            c.ends.iter_mut().flat_map(|e| e.after.iter_mut()).for_each(|(f, _)| *f += offset);
+            c
+        }));
         flows.extend(generated.flows);
         apps.extend(generated.app);
     }
@@ -199,6 +204,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
     });
     for c in &mut collectives {
         c.flows.iter_mut().for_each(|f| *f = id_of[*f]);
+    }
+    for c in &mut chakra {
+        c.ends.iter_mut().flat_map(|e| e.after.iter_mut()).for_each(|(f, _)| *f = id_of[*f]);
     }
     if sc.sim.duration.is_none() {
         if let Some(i) = endless {
@@ -343,6 +351,7 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
         apps,
         waits,
         collectives,
+        chakra,
         queue_ports,
         queue_interval,
         cwnd_flows,

@@ -2,6 +2,7 @@
 //! requires, their defaults, and every check against the scenario. One pass does it all, because
 //! `sluice check` stops at a missing key: the problems met before it must be reported first.
 
+use super::chakra::Chakra;
 use super::collective::Collective;
 use super::rpc::Connections;
 use crate::flow::waits::Wait;
@@ -16,6 +17,8 @@ pub enum Workload {
     Flows { flows: Vec<FlowSpec>, waits: Vec<Option<Wait>> },
     /// `kind = "collective"`: a collective over ranks, expanded into messages that wait for one another.
     Collective(Collective),
+    /// `kind = "chakra"`: Chakra execution traces, one per rank, as messages that wait for one another.
+    Chakra(Box<Chakra>),
     /// `kind = "trace"`: the flows read from the file.
     Trace { flows: Vec<trace::TraceFlow> },
     /// `kind = "bulk"`: a flow from each sender to the receiver; no size means endless flows.
@@ -74,7 +77,7 @@ impl Workload {
     /// The key a flow's size comes from, for errors about it.
     pub fn size_key(&self) -> &'static str {
         match self {
-            Workload::Trace { .. } => "file",
+            Workload::Trace { .. } | Workload::Chakra(_) => "file",
             Workload::Flows { .. } => "flows",
             Workload::Poisson { sizes: SizeSource::Cdf(_), .. } => "cdf",
             _ => "size",
@@ -120,6 +123,7 @@ impl WorkloadConfig {
             ("iterations", self.iterations.is_some()),
             ("compute", self.compute.is_some()),
             ("root", self.root.is_some()),
+            ("comm_groups", self.comm_groups.is_some()),
         ];
         // Class selection (tag, dst_port, intent) and QoS keys apply to every kind.
         p.iter().filter(|(_, present)| *present).map(|(k, _)| *k).collect()
@@ -289,6 +293,13 @@ impl WorkloadConfig {
                 let c = Collective::parse(self, key, ranks, positive_size(self.size, "size")?, start)?;
                 at_most(c.flow_count() as f64, &format!("{} over {} ranks", c.describe(), c.ranks.len()), "hosts")?;
                 Workload::Collective(c)
+            }
+            "chakra" => {
+                only(&["file", "hosts", "algorithm", "comm_groups", "start"])?;
+                let ranks = self.hosts.is_some().then(|| host_list(self.hosts.as_deref(), "hosts", 1)).transpose()?;
+                let c = Chakra::parse(self, key, ctx.base_dir, ranks, hosts, start)?;
+                at_most(c.flows.len() as f64, &format!("the trace's {} ranks", c.run.hosts.len()), "file")?;
+                Workload::Chakra(Box::new(c))
             }
             "trace" => {
                 only(&["file", "format"])?;
@@ -467,7 +478,7 @@ impl WorkloadConfig {
             }
             k => {
                 return Err(format!(
-                    "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\", \"rpc\", \"proxy\" or \"collective\", got \"{k}\""
+                    "{key}.kind: expected \"flows\", \"trace\", \"bulk\", \"poisson\", \"incast\", \"permutation\", \"all_to_all\", \"rpc\", \"proxy\", \"collective\" or \"chakra\", got \"{k}\""
                 ))
             }
         };

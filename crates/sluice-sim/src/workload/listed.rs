@@ -113,7 +113,7 @@ pub fn listed_flows(
             deps.push(flow_of[j]);
         }
         after_of[flow_of[i]] = deps.clone();
-        waits[flow_of[i]] = Some(Wait { after: deps, compute: f.compute.unwrap_or_default() });
+        waits[flow_of[i]] = Some(Wait { after: deps, compute: f.compute.unwrap_or_default(), delays: Vec::new() });
     }
     if let Some(circle) = find_circle(&after_of) {
         let entry = |f: usize| {

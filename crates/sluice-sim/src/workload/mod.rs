@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod cdf;
+pub mod chakra;
 pub mod collective;
 pub mod generators;
 pub mod incast;
@@ -239,14 +240,15 @@ pub struct FlowEntry {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
-    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all", "rpc", "proxy"
-    /// or "collective".
+    /// "flows", "trace", "bulk", "poisson", "incast", "permutation", "all_to_all", "rpc", "proxy",
+    /// "collective" or "chakra".
     pub kind: String,
     /// Traffic class of the flows (default "default").
     pub class: Option<String>,
     /// kind = "flows": the list.
     pub flows: Option<Vec<FlowEntry>>,
-    /// kind = "trace": path to the file, relative to the scenario.
+    /// kind = "trace": path to the file, relative to the scenario; kind = "chakra": the path
+    /// before each rank's `.<rank>.et`.
     pub file: Option<String>,
     /// kind = "trace": "csv" (`src,dst,size_bytes,start`), "hpcc" (the HPCC simulator's flow file)
     /// or "htsim" (the UEC reference simulator's `.cm` connection matrix).
@@ -336,6 +338,10 @@ pub struct WorkloadConfig {
     /// kind = "collective", op = "broadcast": the rank (an index into `hosts`) that sends (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<usize>,
+    /// kind = "chakra": ASTRA-sim's communicator group file (JSON, `{"<pg_name>": [<rank>, ..]}`),
+    /// relative to the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_groups: Option<String>,
 }
 
 /// What a workload needs to know about the scenario to produce flows.
@@ -374,6 +380,8 @@ pub struct Generated {
     pub waits: Vec<Option<Wait>>,
     /// The collectives the flows make, by index into `flows`.
     pub collectives: Vec<collective::CollectiveRun>,
+    /// The Chakra traces the flows come from, by index into `flows`.
+    pub chakra: Vec<chakra::ChakraRun>,
     /// A closed-loop source that opens flows during the run.
     pub app: Option<Box<dyn App>>,
 }
@@ -406,6 +414,15 @@ impl Parsed {
         let app = |app: Box<dyn App>| -> Result<Generated, String> { Ok(Generated { app: Some(app), ..Generated::default() }) };
         match &self.workload {
             Workload::Flows { flows: listed, waits } => Ok(Generated { flows: listed.clone(), waits: waits.clone(), ..Generated::default() }),
+            Workload::Chakra(c) => {
+                let mut flows = c.flows.clone();
+                for f in &mut flows {
+                    f.class = class(f.src, f.dst);
+                    f.qos = qos;
+                }
+                let (waits, collectives, chakra) = (c.waits.clone(), c.collectives.clone(), vec![c.run.clone()]);
+                Ok(Generated { flows, waits, collectives, chakra, app: None })
+            }
             Workload::Collective(c) => {
                 let mut made = c.expand(key);
                 for f in &mut made.flows {

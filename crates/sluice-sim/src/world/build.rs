@@ -28,6 +28,7 @@ use crate::transport::uet::{UetConfig, UetNetwork};
 use crate::transport::tcp::TcpConfig;
 use crate::flow::waits::{WaitGraph, Waiting};
 use crate::workload::app::App;
+use crate::workload::chakra::ChakraRun;
 use crate::workload::collective::CollectiveRun;
 use crate::workload::runtime::Runtime;
 use crate::workload::FlowSpec;
@@ -63,6 +64,8 @@ pub struct WorldSpec {
     pub waits: Option<WaitGraph>,
     /// The collectives the flows make, one per iteration, by flow id.
     pub collectives: Vec<CollectiveRun>,
+    /// The Chakra traces the flows come from, by flow id.
+    pub chakra: Vec<ChakraRun>,
     /// Ports whose queues are sampled.
     pub queue_ports: Vec<u32>,
     /// Queue sampling period.
@@ -201,6 +204,7 @@ impl World {
             waits: p.waits.as_ref().filter(|w| w.waiting() > 0).map(|w| Box::new(Waiting::new(Arc::new(w.clone())))),
             released: Vec::new(),
             collectives: p.collectives.into(),
+            chakra: p.chakra.into(),
             build: Arc::new(TransportBuilder {
                 classes: p.classes,
                 tcp: p.tcp,

@@ -205,6 +205,7 @@ impl World {
             waits: self.waits.clone(),
             released: Vec::new(),
             collectives: Arc::clone(&self.collectives),
+            chakra: Arc::clone(&self.chakra),
             rngs: self.rngs.clone(),
             counters: self.counters.clone(),
             unfinished: self.unfinished,

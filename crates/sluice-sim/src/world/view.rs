@@ -20,6 +20,7 @@ use crate::packet::Packet;
 use crate::time::{Rate, Time};
 use crate::flow::build::ClassRuntime;
 use crate::workload::app::Request;
+use crate::workload::chakra::ChakraRun;
 use crate::workload::collective::CollectiveRun;
 
 impl World {
@@ -53,6 +54,11 @@ impl World {
     /// The collectives the run's flows make, one per iteration, by flow id.
     pub fn collectives(&self) -> &[CollectiveRun] {
         &self.collectives
+    }
+
+    /// The Chakra traces the run's flows come from, by flow id.
+    pub fn chakra_runs(&self) -> &[ChakraRun] {
+        &self.chakra
     }
 
     /// Flows that still wait for others, each with the flows it waits for that have not arrived

@@ -51,6 +51,16 @@ impl Op {
         }
     }
 
+    /// The algorithms the op runs as, its default first.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        match self {
+            Op::AllReduce => &[Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree],
+            Op::ReduceScatter | Op::AllGather => &[Algorithm::Ring, Algorithm::HalvingDoubling],
+            Op::AllToAll => &[Algorithm::Direct],
+            Op::Broadcast => &[Algorithm::Ring],
+        }
+    }
+
     /// NCCL's bus bandwidth factor for `n` ranks (`nccl-tests/doc/PERFORMANCE.md`): what a rank's
     /// link carries per byte of `size`, so that bus bandwidth reads against the link rate.
     pub fn bus_factor(self, n: usize) -> f64 {
@@ -167,12 +177,7 @@ impl Collective {
             }
             None => return Err(format!("{key}.op: required for kind = \"collective\"")),
         };
-        let allowed: &[Algorithm] = match op {
-            Op::AllReduce => &[Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::DoubleBinaryTree],
-            Op::ReduceScatter | Op::AllGather => &[Algorithm::Ring, Algorithm::HalvingDoubling],
-            Op::AllToAll => &[Algorithm::Direct],
-            Op::Broadcast => &[Algorithm::Ring],
-        };
+        let allowed = op.algorithms();
         let algorithm = match w.algorithm.as_deref() {
             None => allowed[0],
             Some(a) => *allowed.iter().find(|x| x.name() == a).ok_or_else(|| {
@@ -284,7 +289,7 @@ impl Collective {
                         compute = self.compute;
                     }
                     flows.push(FlowSpec { src: self.ranks[msg.from], dst: self.ranks[msg.to], size: Some(msg.bytes), start: self.start, ..FlowSpec::default() });
-                    waits.push((!after.is_empty()).then_some(Wait { after, compute }));
+                    waits.push((!after.is_empty()).then_some(Wait { after, compute, delays: Vec::new() }));
                 }
                 if c + 1 == chunks {
                     // A rank is done once the last chunk's messages it receives and none of its
@@ -319,7 +324,7 @@ impl Collective {
                 flows: (first..flows.len()).collect(),
             });
         }
-        Generated { flows, waits, collectives: runs, app: None }
+        Generated { flows, waits, collectives: runs, ..Generated::default() }
     }
 }
 
