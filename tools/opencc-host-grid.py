@@ -228,11 +228,22 @@ def host_setup(sluice, offloads, rate):
             sh("ip", "-n", ns, "route", "replace", dst, *via, "dev", r["dev"], "rto_min", "10ms")
 
 
-def simulator_grid(sluice, out):
-    """The simulator's grid on scenarios/opencc_storage.toml; {(query, backup): figures}."""
+def scenario_rate(rate):
+    """tc's rate ("100mbit", "1gbit") as a scenario writes it ("100Mbps", "1Gbps")."""
+    units = {"kbit": "Kbps", "mbit": "Mbps", "gbit": "Gbps"}
+    for unit, scenario_unit in units.items():
+        if rate.lower().endswith(unit) and rate[: -len(unit)].isdigit():
+            return rate[: -len(unit)] + scenario_unit
+    sys.exit(f"--rate {rate!r}: expected a whole number of kbit, mbit or gbit, e.g. 100mbit")
+
+
+def simulator_grid(sluice, out, rate, stack):
+    """The simulator's grid on scenarios/opencc_storage.toml with its hosts' links at `rate`
+    (the testbed's ports') and their TCP stack `stack`; {(query, backup): figures}."""
     sim_out = out / "simulator"
     sh(
-        sluice, "sweep", str(SCENARIO), "--grid", f"classes.query.cc={','.join(ALGS)}", "--grid", f"classes.backup.cc={','.join(ALGS)}",
+        sluice, "sweep", str(SCENARIO), "--set", f"topology.host_rate={scenario_rate(rate)}", "--set", f"transport.stack={stack}",
+        "--grid", f"classes.query.cc={','.join(ALGS)}", "--grid", f"classes.backup.cc={','.join(ALGS)}",
         "--metric", "classes.backup.goodput_bps:MB/s", "--metric", "classes.query.request_latency_ns.mean:ms",
         "--metric", "classes.query.request_latency_ns.p95:ms", "--out", str(sim_out), "--quiet",
     )
@@ -318,8 +329,10 @@ def main():
     ap.add_argument("--sluice", default=str(REPO / "target/release/sluice"), help="the sluice binary, built with --features host")
     ap.add_argument("--no-simulator", action="store_true", help="skip the simulator's grid")
     ap.add_argument("--offloads", choices=["off", "linux"], default="off", help="the testbed's segmentation and receive offloads")
-    ap.add_argument("--rate", default="1gbit", help="every switch port's rate (the scenario's is 1gbit)")
+    ap.add_argument("--rate", default="1gbit", help="every switch port's rate (the scenario's is 1gbit); the simulator's hosts run at it too")
+    ap.add_argument("--stack", choices=["linux", "rfc"], default="linux", help="the simulator's host TCP stack (transport.stack)")
     a = ap.parse_args()
+    scenario_rate(a.rate)
     if os.geteuid() != 0:
         sys.exit("run as root: the testbed, the agent and BPF need it")
     if "agent" not in sh(a.sluice, "--help", check=False):
@@ -359,7 +372,7 @@ def main():
         agent.wait()
         sh(a.sluice, "host", "unload", check=False)
         sh(a.sluice, "testbed", "down", "--prefix", PREFIX, check=False)
-    sim = {} if a.no_simulator else simulator_grid(a.sluice, a.out)
+    sim = {} if a.no_simulator else simulator_grid(a.sluice, a.out, a.rate, a.stack)
     with open(a.out / "table.csv", "w") as f:
         f.write("query_cc,backup_cc,repeat,backup_MBps,query_mean_ms,query_p95_ms,queries,port_drops,backlog_drops,retrans_segs,rtos,cpu_bound\n")
         for bound, runs in ((0, kernel), (1, flagged)):

@@ -305,6 +305,16 @@ fn list() {
         let keys = sluice_sim::net::topology::keys_of(kind).unwrap_or_default();
         println!("  {kind:<12} {}", keys.replace(' ', ", "));
     }
+    println!("host TCP stacks (transport.stack):");
+    println!("  rfc          (default) TCP as RFCs state it and the published simulators model it");
+    println!("  linux        Linux's TCP; the [transport] values it sets where the scenario sets none:");
+    for p in sluice_sim::transport::tcp::LINUX_PRESET {
+        println!("                 {} = {} ({})", p.key, p.value, p.source);
+    }
+    println!("               and what its hosts do beyond them:");
+    for (what, source) in sluice_sim::transport::tcp::LINUX_BEHAVIOURS {
+        println!("                 {what} ({source})");
+    }
     println!("workloads (workloads[].kind):");
     for (kind, what) in [
         ("flows", "an explicit list of {src, dst, size, start}; a flow may wait for others (name, after, compute) and for receives (receive, tag)"),

@@ -136,6 +136,11 @@ fn list_names_every_algorithm_and_its_parameters() {
     for needle in ["newreno", "reno", "cubic", "dctcp", "g = 0.0625", "fat_tree", "hpcc"] {
         assert!(text.contains(needle), "`sluice list` lacks {needle}:\n{text}");
     }
+    // What the Linux stack sets and does, each with where the kernel has it.
+    for p in sluice_sim::transport::tcp::LINUX_PRESET {
+        assert!(text.contains(&format!("{} = {} ({})", p.key, p.value, p.source)), "`sluice list` lacks the preset's {}:\n{text}", p.key);
+    }
+    assert!(text.contains("bbr_quantization_budget"), "`sluice list` lacks the Linux stack's behaviours:\n{text}");
 }
 
 /// Writes `files` into a temporary directory and runs `sluice check` on the first one.

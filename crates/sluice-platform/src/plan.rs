@@ -82,7 +82,7 @@ pub fn cgroup_id(path: &Path) -> std::io::Result<u64> {
 fn offer_of(c: &CheckedClass) -> u8 {
     use sluice_sim::cc::FlowContext;
     use sluice_sim::time::{Rate, Time};
-    let ctx = FlowContext { mss: 1448, init_cwnd: 14_480, link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
+    let ctx = FlowContext { mss: 1448, init_cwnd: 14_480, link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: sluice_sim::transport::tcp::Stack::Linux };
     Offer::of((c.factory)(&ctx).as_ref(), true).wants()
 }
 

@@ -260,7 +260,7 @@ fn probe_flow_0(world: &mut World) -> Arc<Mutex<Vec<Seen>>> {
     let sender = &mut world.flow_mut(FlowId(0)).tcp_client_mut().expect("flow 0 is connected before the run").sender;
     let placeholder = sluice_sim::cc::factory("newreno", &toml::Table::new()).unwrap();
     let ctx =
-        sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1), size: None, deadline: None, uet: None };
+        sluice_sim::cc::FlowContext { mss: 1, init_cwnd: 1, link_rate: Rate::gbps(1), base_rtt: Time::from_us(1), size: None, deadline: None, uet: None, stack: sluice_sim::transport::tcp::Stack::Rfc };
     let inner = std::mem::replace(&mut sender.cc, placeholder(&ctx));
     sender.cc = Box::new(Probe { inner, seen: seen.clone() });
     seen

@@ -4,7 +4,7 @@
 
 use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, FlowContext, Window};
 use crate::time::{Rate, Time};
-use crate::transport::tcp::TcpConfig;
+use crate::transport::tcp::{Stack, TcpConfig};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -31,9 +31,20 @@ const MIN_CWND_PACKETS: u64 = 4;
 /// Startup ends after this many rounds without this much bandwidth growth.
 const FULL_BW_ROUNDS: u32 = 3;
 const FULL_BW_GROWTH: f64 = 1.25;
-/// Segments per send burst the window allows for (Linux's minimum TSO goal of 2 segments; the
-/// simulator sends one segment at a time, so it never needs more).
+/// Segments per send burst the window allows for on the `rfc` stack (Linux's minimum TSO goal
+/// of 2 segments; the simulator sends one segment at a time, so it never needs more).
 const SEND_QUANTUM_PACKETS: u64 = 2;
+/// Linux: the pacing rate below which a TSO goal is one segment, bytes/s (`bbr_min_tso_rate`,
+/// 1.2 Mb/s, in `bbr_min_tso_segs`).
+const MIN_TSO_RATE: f64 = 1_200_000.0 / 8.0;
+/// Linux: the bytes one GSO packet may carry, less the headers room (`GSO_LEGACY_MAX_SIZE - 1 -
+/// MAX_TCP_HEADER`, with MAX_TCP_HEADER 320 on x86-64).
+const GSO_MAX_PAYLOAD: f64 = (65_536 - 1 - 320) as f64;
+/// Linux: a socket's pacing shift, the pacing rate's 1/1024 s a TSO packet may hold
+/// (`sk_pacing_shift`, 10 for TCP).
+const PACING_SHIFT: u32 = 10;
+/// Linux's cap on a TSO goal, segments.
+const MAX_TSO_SEGS: u64 = 0x7F;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -167,6 +178,10 @@ pub struct Bbr {
     rto_recovery_end: Option<u64>,
     after_rto: bool,
     pacing_from_rtt: bool,
+    /// The host stack: `linux` sizes the send quanta as `tcp_bbr.c` does.
+    stack: Stack,
+    /// The pacing rate last set, payload bytes/s (Linux's `sk_pacing_rate`).
+    paced: f64,
 }
 
 impl Bbr {
@@ -200,6 +215,8 @@ impl Bbr {
             rto_recovery_end: None,
             after_rto: false,
             pacing_from_rtt: false,
+            stack: ctx.stack,
+            paced: 0.0,
         }
     }
 
@@ -234,14 +251,30 @@ impl Bbr {
     }
 
     /// Bytes in flight the model wants at `gain`: `gain` times the estimated BDP plus room for
-    /// send bursts (and 2 more packets while probing, so the probe is not window-limited).
+    /// three send bursts (and 2 more packets while probing, so the probe is not window-limited).
     pub fn target_inflight(&self, gain: f64) -> u64 {
         let bdp = match self.min_rtt {
             None => self.init_cwnd,
             Some(rtt) => (self.max_bw() * rtt.ps() as f64 * gain / 1e12).ceil() as u64,
         };
-        let probing = self.mode == Mode::ProbeBw && self.cycle_idx == 0;
-        bdp + 3 * SEND_QUANTUM_PACKETS * self.mss + if probing { 2 * self.mss } else { 0 }
+        let probing = if self.mode == Mode::ProbeBw && self.cycle_idx == 0 { 2 } else { 0 };
+        match self.stack {
+            Stack::Rfc => bdp + (3 * SEND_QUANTUM_PACKETS + probing) * self.mss,
+            // bbr_quantization_budget: in packets, rounded up to an even count so that delayed
+            // ACKs (one per two segments) never leave one segment waiting.
+            Stack::Linux => {
+                let packets = bdp.div_ceil(self.mss) + 3 * self.tso_segs_goal();
+                (packets.next_multiple_of(2) + probing) * self.mss
+            }
+        }
+    }
+
+    /// Linux's `bbr_tso_segs_goal`: the segments of one TSO packet, the pacing rate's 1/1024 s
+    /// (at most 64 KB, at least 2 segments above 1.2 Mb/s), whatever the device's own limit.
+    pub fn tso_segs_goal(&self) -> u64 {
+        let min_segs = if self.paced < MIN_TSO_RATE { 1 } else { 2 };
+        let bytes = (self.paced / f64::from(1u32 << PACING_SHIFT)).min(GSO_MAX_PAYLOAD);
+        ((bytes as u64) / self.mss).max(min_segs).min(MAX_TSO_SEGS)
     }
 
     fn update_bw(&mut self, ack: &AckSignals) -> bool {
@@ -380,6 +413,9 @@ impl Bbr {
         // Startup never slows down on a low sample; once the pipe is full the model rules.
         if rate.bps() > 0 && (self.full_bw_reached || win.pacing_rate.is_none_or(|r| rate > r)) {
             win.pacing_rate = Some(rate);
+        }
+        if let Some(r) = win.pacing_rate {
+            self.paced = r.bps() as f64 / 8.0 / self.wire_ratio;
         }
     }
 
@@ -532,7 +568,7 @@ mod tests {
     const B: f64 = 1.25e9;
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None, uet: None }
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None, uet: None, stack: Stack::Rfc }
     }
 
     fn gbps(g: f64) -> Rate {
@@ -549,8 +585,12 @@ mod tests {
 
     impl Driver {
         fn new() -> Driver {
+            Driver::on(Stack::Rfc)
+        }
+
+        fn on(stack: Stack) -> Driver {
             Driver {
-                bbr: Bbr::new(Config::default(), &ctx()),
+                bbr: Bbr::new(Config::default(), &FlowContext { stack, ..ctx() }),
                 win: Window { cwnd: 10 * MSS, ssthresh: u64::MAX, pacing_rate: None, mss: MSS },
                 now: Time::ZERO,
                 delivered: 0,
@@ -585,14 +625,41 @@ mod tests {
 
         /// Startup at 10 Gb/s until the pipe is full, then Drain down to the BDP.
         fn into_probe_bw() -> Driver {
-            let mut d = Driver::new();
+            Driver::into_probe_bw_at(Stack::Rfc, 10.0)
+        }
+
+        /// Startup at `g` Gb/s on `stack` until the pipe is full, then Drain down to the BDP.
+        fn into_probe_bw_at(stack: Stack, g: f64) -> Driver {
+            let mut d = Driver::on(stack);
             while d.bbr.mode() == Mode::Startup {
-                d.round(gbps(10.0), 200 * MSS);
+                d.round(gbps(g), 200 * MSS);
             }
-            d.round(gbps(10.0), d.bbr.target_inflight(1.0));
+            d.round(gbps(g), d.bbr.target_inflight(1.0));
             assert_eq!(d.bbr.mode(), Mode::ProbeBw);
             d
         }
+    }
+
+    /// `bbr_tso_segs_goal` and `bbr_quantization_budget` (net/ipv4/tcp_bbr.c): at a cruising
+    /// pacing rate of 0.99 x bandwidth, a TSO goal is the rate's 1/1024 s of segments, at most
+    /// 64 KB less 321 bytes, at least 2 segments (1 below 1.2 Mb/s); the window's target is the
+    /// BDP in packets plus three goals, rounded up to even. The `rfc` stack keeps 2-segment quanta.
+    #[test]
+    fn on_linux_the_send_quanta_follow_the_pacing_rate_as_tcp_bbr_c_sizes_them() {
+        // (Gb/s, goal): 12.5e6 B/s x 0.99 / 1024 = 12,084 B; 1.25e9 x 0.99 / 1024 > 65,215 B.
+        for (g, goal, bdp_packets) in [(0.1, 12, 2), (10.0, 65, 125)] {
+            let d = Driver::into_probe_bw_at(Stack::Linux, g);
+            assert_ne!(d.bbr.cycle_phase(), Some(0), "a cruising phase");
+            assert_eq!(d.bbr.tso_segs_goal(), goal, "{g} Gb/s");
+            let packets: u64 = bdp_packets + 3 * goal;
+            assert_eq!(d.bbr.target_inflight(1.0), packets.next_multiple_of(2) * MSS, "{g} Gb/s");
+            let rfc = Driver::into_probe_bw_at(Stack::Rfc, g);
+            assert_eq!(rfc.bbr.target_inflight(1.0), (g * 1.25e8 * 1e-4) as u64 + 6 * MSS, "{g} Gb/s, rfc");
+        }
+        let mut slow = Driver::into_probe_bw_at(Stack::Linux, 0.001);
+        assert_eq!(slow.bbr.tso_segs_goal(), 1, "below 1.2 Mb/s one segment");
+        slow.bbr.paced = 1e9;
+        assert_eq!(slow.bbr.tso_segs_goal(), 65, "64 KB at most");
     }
 
     #[test]

@@ -61,7 +61,7 @@ mod tests {
     #[test]
     fn the_window_is_set_once_and_never_moves() {
         let uet = Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150, oversubscription: 1.0 });
-        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: Time::from_us(12), size: None, deadline: None, uet };
+        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: Time::from_us(12), size: None, deadline: None, uet, stack: crate::transport::tcp::Stack::Rfc };
         let mut win = Window { cwnd: 0, ssthresh: u64::MAX, pacing_rate: None, mss: 4086 };
         let build = |s: &str| factory(&s.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
         // 12 µs at 100 Gb/s is 150,000 bytes; 1.5 of it, or 8 packets of 4150 bytes.

@@ -317,6 +317,7 @@ mod tests {
             size: None,
             deadline: None,
             uet: None,
+            stack: crate::transport::tcp::Stack::Rfc,
         };
         let f = factory(&toml::Table::new()).unwrap();
         assert_eq!((f(&ctx).name(), f(&ctx).ecn_mode()), ("cubic", EcnMode::Off));

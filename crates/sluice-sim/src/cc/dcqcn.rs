@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn window_follows_the_rate_when_asked_and_stays_open_otherwise() {
         // The TLT simulator's DCQCN: window = BDP x rate / line rate (HAS_WIN, VAR_WIN).
-        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(40), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(40), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let table: toml::Table = toml::from_str("window = true\ng = 1.0\nrate_on_first_cnp = 0.5").unwrap();
         let mut cc = factory(&table).unwrap()(&ctx);
         let mut win = Window { cwnd: 0, ssthresh: u64::MAX, pacing_rate: None, mss: 1000 };

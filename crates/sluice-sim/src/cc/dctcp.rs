@@ -303,6 +303,7 @@ mod tests {
             size: None,
             deadline: None,
             uet: None,
+            stack: crate::transport::tcp::Stack::Rfc,
         };
         let cc = factory(&toml::Table::new()).unwrap()(&ctx);
         assert_eq!((cc.name(), cc.ecn_mode()), ("dctcp_ref", EcnMode::PerPacket));

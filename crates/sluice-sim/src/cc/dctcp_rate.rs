@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn window_follows_the_rate_when_asked_and_stays_open_otherwise() {
         // run.py's DCTCP: window = BDP x rate / line rate (HAS_WIN, VAR_WIN).
-        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let build = |s: &str| factory(&s.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
         let mut win = Window { cwnd: 0, ssthresh: u64::MAX, pacing_rate: None, mss: 1000 };
         let mut cc = build("window = true\ng = 1.0");

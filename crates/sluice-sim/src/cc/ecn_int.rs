@@ -120,7 +120,7 @@ mod tests {
     fn without_echo_or_queue_it_is_dctcp() {
         let params = toml::Table::new();
         let (a, b) = (factory(&params).unwrap(), super::super::dctcp::factory(&params).unwrap());
-        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: crate::time::Rate(10_000_000_000), base_rtt: Time(10_000_000), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: crate::time::Rate(10_000_000_000), base_rtt: Time(10_000_000), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let (mut x, mut y) = (a(&ctx), b(&ctx));
         let (mut wx, mut wy) = (win(), win());
         for i in 1..200u64 {

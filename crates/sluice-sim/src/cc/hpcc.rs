@@ -240,7 +240,7 @@ mod tests {
     const BDP: f64 = 125_000.0;
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: B, base_rtt: Time::from_us(10), size: None, deadline: None, uet: None }
+        FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: B, base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc }
     }
 
     fn window() -> Window {
@@ -387,7 +387,7 @@ mod tests {
     fn rate_ai_is_a_window_step_over_the_base_rtt_and_max_stage_0_is_always_multiplicative() {
         // The HPCC simulator adds RATE_AI to the rate each update; as a window that is RATE_AI x T.
         let p: Params = parse_params(&"rate_ai = \"40Mbps\"\nmax_stage = 0".parse::<toml::Table>().unwrap()).unwrap();
-        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(12), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate::gbps(100), base_rtt: Time::from_us(12), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let mut cc = Hpcc::new(&ctx, p.eta, p.max_stage, w_ai(&p, &ctx));
         assert!((cc.w_ai() - 60.0).abs() < 1e-9, "{}", cc.w_ai());
         // Below eta, stage 0: run.py's MI_THRESH 0 takes the multiplicative step at once.

@@ -170,7 +170,7 @@ mod tests {
 
     fn ctx() -> FlowContext {
         // 100 Gb/s x 10 us: a 125 KB BDP.
-        FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate(100_000_000_000), base_rtt: Time(10_000_000), size: None, deadline: None, uet: None }
+        FlowContext { mss: 1000, init_cwnd: 10_000, link_rate: Rate(100_000_000_000), base_rtt: Time(10_000_000), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc }
     }
 
     fn ack(now_us: u64, una: u64, reading: IntReading) -> AckSignals {

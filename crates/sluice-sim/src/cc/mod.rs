@@ -4,6 +4,7 @@
 pub use crate::packet::hpcc_int::{HopRecord, HopStack};
 pub use crate::packet::tcp_int::IntReading;
 use crate::time::{Rate, Time};
+use crate::transport::tcp::Stack;
 use std::sync::Arc;
 
 mod bbr;
@@ -158,6 +159,8 @@ pub struct FlowContext {
     pub deadline: Option<Time>,
     /// What a UET flow knows of its network; `None` on TCP and RDMA.
     pub uet: Option<UetFlow>,
+    /// The host TCP stack the flow's algorithm runs in (`transport.stack`).
+    pub stack: Stack,
 }
 
 /// The network facts UET's algorithms are scaled by, the same for every flow of a run.

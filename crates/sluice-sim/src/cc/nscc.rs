@@ -500,7 +500,7 @@ mod tests {
 
     fn ctx(rate: Rate, rtt: Time) -> FlowContext {
         let uet = Some(UetFlow { network_rtt: rtt, trimming: true, mtu: MTU, oversubscription: 1.0 });
-        FlowContext { mss: MSS, init_cwnd: 0, link_rate: rate, base_rtt: rtt, size: None, deadline: None, uet }
+        FlowContext { mss: MSS, init_cwnd: 0, link_rate: rate, base_rtt: rtt, size: None, deadline: None, uet, stack: crate::transport::tcp::Stack::Rfc }
     }
 
     fn build(rate: Rate, rtt: Time, params: &str) -> (Nscc, Window) {

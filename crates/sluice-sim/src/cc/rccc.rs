@@ -122,7 +122,7 @@ mod tests {
         // The reference's auto topology: 14.02272 µs at 100 Gb/s is 175,284 bytes; 1.5 of it.
         let rtt = Time(14_022_720);
         let uet = Some(UetFlow { network_rtt: rtt, trimming: true, mtu: 4150, oversubscription: 1.0 });
-        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: rtt, size: None, deadline: None, uet };
+        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: rtt, size: None, deadline: None, uet, stack: crate::transport::tcp::Stack::Rfc };
         let build = |s: &str| factory(&s.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
         assert_eq!(build("").receiver_credit(), Some(ReceiverCredit { cap: 262_926, windowed: false, oversubscribed: None }));
         assert_eq!(build("credit = 50").receiver_credit().unwrap().cap, 207_500);
@@ -136,7 +136,7 @@ mod tests {
         let rtt = Time::from_us(10);
         let ctx = |ratio: f64| {
             let uet = Some(UetFlow { network_rtt: rtt, trimming: true, mtu: 4150, oversubscription: ratio });
-            FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(400), base_rtt: rtt, size: None, deadline: None, uet }
+            FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(400), base_rtt: rtt, size: None, deadline: None, uet, stack: crate::transport::tcp::Stack::Rfc }
         };
         let control = |s: &str, ratio: f64| factory(&s.parse::<toml::Table>().unwrap()).unwrap()(&ctx(ratio)).receiver_credit().unwrap().oversubscribed;
         assert_eq!(control("", 4.0), Some(OversubscribedParams::reference(4.0, rtt)));

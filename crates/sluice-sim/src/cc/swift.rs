@@ -235,7 +235,7 @@ mod tests {
     const RTT: Time = Time::from_us(10);
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None, uet: None }
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: Rate::gbps(10), base_rtt: RTT, size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc }
     }
 
     /// Swift with flow scaling off unless a test asks for it: target = 20 us + 1 us per hop.

@@ -13,7 +13,7 @@ use crate::packet::tcp_int::IntEncoding;
 use crate::time::{Rate, Time};
 use crate::transport::pacer::TokenBucket;
 use crate::transport::rdma::{ClassNic, QueuePair, RdmaConfig, RdmaTlt};
-use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, TcpClient, TcpConfig, TcpServer};
+use crate::transport::tcp::{IntStacks, Proposal, Route, Sender, Stack, TcpClient, TcpConfig, TcpServer};
 use crate::transport::uet::paths::PathPolicy;
 use crate::transport::uet::{self, UetConfig, UetNetwork};
 use crate::transport::{ClassTransport, ClientEnd, ServerEnd};
@@ -103,7 +103,7 @@ impl TransportBuilder {
         }
         let mss = self.tcp.mss();
         let deadline = spec.qos.deadline.map(|d| spec.start + d);
-        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO, size: spec.size, deadline, uet: None };
+        let mut ctx = FlowContext { mss, init_cwnd: self.tcp.init_cwnd as u64 * mss, link_rate, base_rtt: Time::ZERO, size: spec.size, deadline, uet: None, stack: self.tcp.stack };
         // What the algorithm needs decides the options its segments carry, and so the flow's
         // real MSS, which its base RTT and ideal FCT are measured at.
         let (factory, later) = class.at(spec.start);
@@ -178,7 +178,7 @@ impl TransportBuilder {
         let route = Route { flow: id, src, dst, hash_fwd, hash_rev, prio: class.priority, spray: class.spray };
         let rtt = |frame: u64| path_rtt(fabric, src, dst, hash_fwd, hash_rev, route.spray, frame, cfg.ack_frame() as u64);
         let full = rtt(cfg.frame(mtu) as u64);
-        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: mtu, init_cwnd: link_rate.bytes_in(full).max(mtu), link_rate, base_rtt: full, size: None, deadline: None, uet: None, stack: Stack::Rfc };
         let first = cfg.frame(spec.size.unwrap_or(mtu).min(mtu)) as u64;
         let base_rtt = rtt(first);
         let mut qp = QueuePair::new(cfg, class.nic, *tlt, route, spec.size, (class.factory)(&ctx), link_rate, link_rate.bytes_in(full));
@@ -214,7 +214,7 @@ impl TransportBuilder {
             net.network_rtt
         };
         let uet = UetFlow { network_rtt: net.network_rtt, trimming: net.trimming, mtu: cfg.mtu as u64, oversubscription: net.oversubscription };
-        let ctx = FlowContext { mss, init_cwnd: 0, link_rate, base_rtt, size: spec.size, deadline: None, uet: Some(uet) };
+        let ctx = FlowContext { mss, init_cwnd: 0, link_rate, base_rtt, size: spec.size, deadline: None, uet: Some(uet), stack: Stack::Rfc };
         // Each flow draws its path choices from a stream of its own, so they do not depend on
         // other flows, partitions or threads.
         let mut rng = stream(self.seed ^ (id as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407), 5);

@@ -2,6 +2,7 @@
 //! file, line and key (or the `--set`) they concern.
 
 use super::*;
+use crate::transport::tcp::Stack;
 use crate::words::in_words;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -114,7 +115,7 @@ pub(crate) fn parse_edited(
     }
     let edited = doc.to_string();
     let de = toml::Deserializer::new(&edited);
-    let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.inner();
         // Spans point into the edited text, which matches the user's only when nothing was changed.
@@ -126,6 +127,12 @@ pub(crate) fn parse_edited(
             locate(file, text, &set, &path, format!("{path}: {msg}"), line)
         }
     })?;
+    if scenario.transport.stack != Stack::Rfc {
+        // The stack's preset goes under the keys the scenario (with its overrides) sets itself.
+        let all: toml::Table = edited.parse().map_err(|e: toml::de::Error| err(None, e.message().trim().to_string()))?;
+        let own = all.get("transport").and_then(toml::Value::as_table).cloned().unwrap_or_default();
+        scenario.transport = scenario.transport.stack.resolve(&own).map_err(|m| err(None, m))?;
+    }
     Ok(LoadedScenario { scenario, file: file.to_string(), base_dir: base_dir.to_path_buf(), text: text.to_string(), overrides: set })
 }
 

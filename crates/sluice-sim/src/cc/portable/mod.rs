@@ -708,7 +708,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn ctx() -> FlowContext {
-        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: crate::time::Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None }
+        FlowContext { mss: MSS, init_cwnd: 10 * MSS, link_rate: crate::time::Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc }
     }
 
     fn build(name: &str, params: &str) -> Box<dyn CongestionControl> {

@@ -179,7 +179,7 @@ mod tests {
 
     fn connection(size: u64) -> TcpConnection {
         let cfg = TcpConfig { handshake: true, time_wait: Time::from_us(50), ..TcpConfig::default() };
-        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let reno = crate::cc::factory("newreno", &toml::Table::new()).unwrap();
         let sender = Sender::new(&cfg, Some(size), reno(&ctx));
         let route = Route { flow: 0, src: 0, dst: 1, hash_fwd: 1, hash_rev: 2, prio: 0, spray: false };

@@ -9,6 +9,7 @@ mod rto;
 mod sack;
 mod sender;
 mod server;
+mod stack;
 mod tlp;
 mod tlt;
 
@@ -20,6 +21,7 @@ pub use rto::RttEstimator;
 pub use sack::RangeSet;
 pub use sender::{AckOutcome, Phase, Segment, Sender, TimeoutRecord};
 pub use server::{TcpServer, FIN_TRIES};
+pub use stack::{PresetValue, Stack, LINUX_BEHAVIOURS, LINUX_PRESET};
 pub use tlp::TailLossProbe;
 pub use tlt::{TltCounts, TltSender};
 
@@ -66,6 +68,8 @@ pub struct TcpConfig {
     /// TLT marking at both ends (set from the scenario's `[tlt]` table, not from `[transport]`).
     #[serde(skip)]
     pub tlt: bool,
+    /// Whose TCP the hosts run: the published simulators' or Linux's (`stack.rs`).
+    pub stack: Stack,
 }
 
 impl Default for TcpConfig {
@@ -86,6 +90,7 @@ impl Default for TcpConfig {
             dupthresh: 3,
             tlp: false,
             tlt: false,
+            stack: Stack::Rfc,
         }
     }
 }

@@ -6,7 +6,7 @@ use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::tlp::TailLossProbe;
 use super::tlt::TltSender;
-use super::TcpConfig;
+use super::{Stack, TcpConfig};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, ParamChange, Window};
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::tcp_int::IntEncoding;
@@ -207,7 +207,10 @@ impl Sender {
             syn_sent: false,
             ecn_cwr_end: 0,
             send_cwr: false,
-            rtt: RttEstimator::new(cfg.rto_min, cfg.rto_init, cfg.rto_max),
+            rtt: match cfg.stack {
+                Stack::Rfc => RttEstimator::new(cfg.rto_min, cfg.rto_init, cfg.rto_max),
+                Stack::Linux => RttEstimator::linux(cfg.rto_min, cfg.rto_init, cfg.rto_max),
+            },
             rate,
             rto_timer: TimerSlot::default(),
             pace_next: Time::ZERO,
@@ -218,7 +221,10 @@ impl Sender {
             last_echo: None,
             hop_records: false,
             tlt: cfg.tlt.then(TltSender::default),
-            tlp: cfg.tlp.then(|| TailLossProbe::new(cfg.delayed_ack.unwrap_or(Time::ZERO))),
+            tlp: cfg.tlp.then(|| match cfg.stack {
+                Stack::Rfc => TailLossProbe::new(cfg.delayed_ack.unwrap_or(Time::ZERO)),
+                Stack::Linux => TailLossProbe::linux(cfg.rto_min),
+            }),
             probe_lost_below: 0,
             changes: None,
             next_change_at: Time::MAX,
@@ -486,7 +492,7 @@ impl Sender {
             if pkt.has(flags::SYN) && pkt.has(flags::ACK) {
                 self.phase = Phase::Established;
                 if now >= pkt.ts_echo {
-                    self.rtt.sample(now - pkt.ts_echo);
+                    self.rtt.sample(now - pkt.ts_echo, self.una, self.nxt);
                 }
                 self.rtt.reset_backoff();
                 self.rto_timer.cancel();
@@ -510,7 +516,7 @@ impl Sender {
             self.dupacks = 0;
             self.rtt.reset_backoff();
             if now >= pkt.ts_echo {
-                self.rtt.sample(now - pkt.ts_echo);
+                self.rtt.sample(now - pkt.ts_echo, self.una, self.nxt);
             }
         }
         let mut newly_sacked = 0;
@@ -661,7 +667,7 @@ mod tests {
     }
 
     fn sender_with(size: u64, cfg: TcpConfig) -> Sender {
-        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None };
+        let ctx = FlowContext { mss: cfg.mss(), init_cwnd: 10 * cfg.mss(), link_rate: Rate::gbps(10), base_rtt: Time::from_us(10), size: None, deadline: None, uet: None, stack: crate::transport::tcp::Stack::Rfc };
         let algo = cc::factory("newreno", &toml::Table::new()).unwrap()(&ctx);
         Sender::new(&cfg, Some(size), algo)
     }

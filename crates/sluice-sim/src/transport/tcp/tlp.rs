@@ -8,6 +8,7 @@
 //! by SACK (RFC 6675), so it applies RACK's rule to the probe alone: once the probe is delivered,
 //! every byte sent before it and still not acknowledged is lost.
 
+use super::stack::JIFFY;
 use crate::event::TimerSlot;
 use crate::time::Time;
 
@@ -20,22 +21,29 @@ pub struct TailLossProbe {
     due: bool,
     /// First byte of the probe in flight.
     outstanding: Option<u64>,
-    /// The peer's delayed-ACK time, added when one segment is in flight.
-    delayed_ack: Time,
+    /// Added to 2 SRTT when one segment is in flight (the peer may delay its ACK).
+    one_segment_extra: Time,
+    /// Added to 2 SRTT when more are.
+    extra: Time,
     /// Probes sent.
     pub probes: u64,
 }
 
 impl TailLossProbe {
-    /// Probe state for a peer that delays ACKs by up to `delayed_ack`.
+    /// Probe state for a peer that delays ACKs by up to `delayed_ack` (RFC 8985).
     pub fn new(delayed_ack: Time) -> TailLossProbe {
-        TailLossProbe { delayed_ack, ..TailLossProbe::default() }
+        TailLossProbe { one_segment_extra: delayed_ack, ..TailLossProbe::default() }
     }
 
-    /// The probe timeout: 2 SRTT, plus the delayed-ACK time when `one_segment` is in flight, at
-    /// most `rto`.
+    /// Probe state as Linux's `tcp_schedule_loss_probe` (net/ipv4/tcp_output.c): 2 SRTT plus
+    /// `rto_min` when one segment is in flight, plus `TCP_TIMEOUT_MIN` (two jiffies) otherwise.
+    pub fn linux(rto_min: Time) -> TailLossProbe {
+        TailLossProbe { one_segment_extra: rto_min, extra: JIFFY.saturating_mul(2), ..TailLossProbe::default() }
+    }
+
+    /// The probe timeout: 2 SRTT plus the extra for what is in flight, at most `rto`.
     pub fn timeout(&self, srtt: Time, rto: Time, one_segment: bool) -> Time {
-        let pto = srtt.saturating_mul(2) + if one_segment { self.delayed_ack } else { Time::ZERO };
+        let pto = srtt.saturating_mul(2) + if one_segment { self.one_segment_extra } else { self.extra };
         pto.min(rto)
     }
 
@@ -87,6 +95,15 @@ mod tests {
         assert_eq!(t.timeout(srtt, rto, false), Time::from_us(40));
         assert_eq!(t.timeout(srtt, rto, true), Time::from_us(80));
         assert_eq!(t.timeout(Time::from_ms(3), rto, false), rto);
+    }
+
+    #[test]
+    fn linuxs_timeout_adds_rto_min_for_one_segment_and_two_jiffies_for_more() {
+        let t = TailLossProbe::linux(Time::from_ms(10));
+        let (srtt, rto) = (Time::from_ms(1), Time::from_ms(30));
+        assert_eq!(t.timeout(srtt, rto, false), Time::from_ms(2 + 8));
+        assert_eq!(t.timeout(srtt, rto, true), Time::from_ms(2 + 10));
+        assert_eq!(t.timeout(Time::from_ms(12), rto, false), rto, "never beyond the RTO");
     }
 
     #[test]

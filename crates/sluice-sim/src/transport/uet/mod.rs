@@ -246,7 +246,7 @@ mod tests {
     /// A connection of `size` bytes under NSCC at 100 Gb/s.
     fn nscc_connection(size: u64, policy: &str) -> Connection {
         let net = UetFlow { network_rtt: Time::from_us(14), trimming: true, mtu: 4150, oversubscription: 1.0 };
-        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: net.network_rtt, size: Some(size), deadline: None, uet: Some(net) };
+        let ctx = FlowContext { mss: 4086, init_cwnd: 0, link_rate: Rate::gbps(100), base_rtt: net.network_rtt, size: Some(size), deadline: None, uet: Some(net), stack: crate::transport::tcp::Stack::Rfc };
         let cc = crate::cc::factory("nscc", &toml::Table::new()).unwrap()(&ctx);
         let mut rng = stream(11, 5);
         let paths = PathPolicy::new(policy, 64, &mut rng).unwrap();

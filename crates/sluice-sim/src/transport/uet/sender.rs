@@ -833,6 +833,7 @@ mod tests {
             size: None,
             deadline: None,
             uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150, oversubscription: 1.0 }),
+            stack: crate::transport::tcp::Stack::Rfc,
         };
         let cc = crate::cc::factory("nscc", &toml::Table::new()).unwrap()(&ctx);
         let mut rng = stream(7, 5);
@@ -852,6 +853,7 @@ mod tests {
             size: Some(size),
             deadline: None,
             uet: Some(UetFlow { network_rtt: Time::from_us(12), trimming: true, mtu: 4150, oversubscription: 1.0 }),
+            stack: crate::transport::tcp::Stack::Rfc,
         };
         let cc = crate::cc::factory(algo, &params.parse::<toml::Table>().unwrap()).unwrap()(&ctx);
         let mut rng = stream(7, 5);

@@ -1,0 +1,40 @@
+//! `transport.stack`: the Linux preset under a scenario's own `[transport]` keys, and a stack
+//! the simulator does not have refused with the key and the stacks it has.
+
+mod common;
+use common::refusal;
+use sluice_sim::scenario;
+use sluice_sim::time::Time;
+use sluice_sim::transport::tcp::Stack;
+use std::path::Path;
+
+const SCENARIO: &str = r#"
+[topology]
+kind = "star"
+hosts = 2
+[transport]
+rto_min = "10ms"
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 1
+"#;
+
+#[test]
+fn the_linux_stack_gives_linuxs_constants_where_the_scenario_gives_none() {
+    let loaded = scenario::parse(SCENARIO, "stack.toml", Path::new("."), &["transport.stack=linux".into()]).unwrap();
+    let t = &loaded.scenario.transport;
+    assert_eq!(t.stack, Stack::Linux);
+    assert_eq!(t.rto_min, Time::from_ms(10), "the scenario's rto_min, not Linux's 200 ms");
+    assert_eq!((t.rto_init, t.rto_max, t.delayed_ack, t.tlp), (Time::from_ms(1_000), Time::from_ms(120_000), Some(Time::from_ms(8)), true));
+    let plain = scenario::parse(SCENARIO, "stack.toml", Path::new("."), &[]).unwrap();
+    assert_eq!(plain.scenario.transport.stack, Stack::Rfc);
+    assert_eq!((plain.scenario.transport.delayed_ack, plain.scenario.transport.tlp), (None, false), "rfc keeps the defaults");
+}
+
+#[test]
+fn an_unknown_stack_is_refused_with_the_key_and_the_stacks_there_are() {
+    let text = SCENARIO.replace("rto_min = \"10ms\"", "rto_min = \"10ms\"\nstack = \"freebsd\"");
+    let e = refusal(&text, "stack.toml");
+    assert!(e.contains("stack.toml:7") && e.contains("transport.stack") && e.contains("rfc") && e.contains("linux"), "{e}");
+}
