@@ -243,6 +243,8 @@ def simulator_grid(sluice, out, rate, stack):
     sim_out = out / "simulator"
     sh(
         sluice, "sweep", str(SCENARIO), "--set", f"topology.host_rate={scenario_rate(rate)}", "--set", f"transport.stack={stack}",
+        # Each reader here keeps one connection for all its queries: so do the simulator's.
+        "--set", "workloads[0].connections=persistent", "--set", "workloads[1].connections=persistent",
         "--grid", f"classes.query.cc={','.join(ALGS)}", "--grid", f"classes.backup.cc={','.join(ALGS)}",
         "--metric", "classes.backup.goodput_bps:MB/s", "--metric", "classes.query.request_latency_ns.mean:ms",
         "--metric", "classes.query.request_latency_ns.p95:ms", "--out", str(sim_out), "--quiet",

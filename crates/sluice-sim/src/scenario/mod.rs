@@ -64,6 +64,10 @@ mod tests {
         assert_eq!(keys, ["switch", "rates", "2.5Gbps", "ecn", "k"]);
         assert_eq!(split_key_path("classes.query.cc").unwrap(), ["classes", "query", "cc"]);
         assert_eq!(split_key_path(r#"switch.rates."100Gbps.ecn"#), None, "an open quote");
+        assert_eq!(split_key_path("workloads[0].connections").unwrap(), ["workloads", "0", "connections"], "as errors spell it");
+        assert_eq!(split_key_path("workloads[1].flows[2]").unwrap(), ["workloads", "1", "flows", "2"]);
+        assert_eq!(split_key_path(r#"a."b[0]".c"#).unwrap(), ["a", "b[0]", "c"], "brackets in quotes are text");
+        assert!(split_key_path("[0].size").unwrap().contains(&String::new()), "an index of nothing is an empty key");
         let mut doc: toml_edit::DocumentMut = "[switch.rates.\"100Gbps\".ecn]\nmode = \"red\"\n".parse().unwrap();
         apply_override(&mut doc, r#"switch.rates."100Gbps".ecn.mark_at=dequeue"#).unwrap();
         let t: toml::Table = doc.to_string().parse().unwrap();

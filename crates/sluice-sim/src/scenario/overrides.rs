@@ -225,17 +225,30 @@ pub(super) const MAX_KEY_DEPTH: usize = 16;
 /// Sets one `a.b.c=value` override; the value is TOML if it parses as TOML, a string otherwise.
 /// Returns the key path it set, as errors spell it ("workloads[0].size").
 /// Splits a `--set` key path at its dots, as TOML does: a double-quoted key is one key, dots
-/// and all, without its quotes. `None` when a quote is left open.
+/// and all, without its quotes; an index in brackets, as errors spell a path
+/// (`workloads[0].size`), is a key of its own (`workloads.0.size`). `None` when a quote is left
+/// open.
 pub(super) fn split_key_path(path: &str) -> Option<Vec<String>> {
     let (mut keys, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    // After `]` the key is already taken: a following `.` or `[` starts the next one.
+    let mut after_index = false;
     for c in path.chars() {
         match c {
             '"' => quoted = !quoted,
-            '.' if !quoted => keys.push(std::mem::take(&mut cur).trim().to_string()),
+            '.' | '[' | ']' if !quoted => {
+                if !after_index {
+                    keys.push(std::mem::take(&mut cur).trim().to_string());
+                }
+                after_index = c == ']';
+                continue;
+            }
             c => cur.push(c),
         }
+        after_index = false;
     }
-    keys.push(cur.trim().to_string());
+    if !after_index {
+        keys.push(cur.trim().to_string());
+    }
     (!quoted).then_some(keys)
 }
 
