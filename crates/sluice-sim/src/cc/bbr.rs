@@ -180,7 +180,7 @@ pub struct Bbr {
     pacing_from_rtt: bool,
     /// The host stack: `linux` sizes the send quanta as `tcp_bbr.c` does.
     stack: Stack,
-    /// The pacing rate last set, payload bytes/s (Linux's `sk_pacing_rate`).
+    /// The pacing rate last set, payload bytes/s (Linux's `sk_pacing_rate`; `linux` stack only).
     paced: f64,
 }
 
@@ -414,7 +414,8 @@ impl Bbr {
         if rate.bps() > 0 && (self.full_bw_reached || win.pacing_rate.is_none_or(|r| rate > r)) {
             win.pacing_rate = Some(rate);
         }
-        if let Some(r) = win.pacing_rate {
+        // Only Linux's send quanta read it: the `rfc` stack's per-ACK path stays as it was.
+        if let (Stack::Linux, Some(r)) = (self.stack, win.pacing_rate) {
             self.paced = r.bps() as f64 / 8.0 / self.wire_ratio;
         }
     }
