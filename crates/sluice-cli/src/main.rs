@@ -3,6 +3,7 @@
 mod huge_pages;
 mod report;
 mod sweep;
+mod twin;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -64,6 +65,9 @@ enum Command {
         /// The directory `sluice run --out` wrote.
         dir: PathBuf,
     },
+    /// Run a scenario on the netns testbed's kernels and in the simulator, and show each class's
+    /// figures side by side (root; the testbed needs the `host` feature).
+    Twin(twin::TwinArgs),
     /// The host's platform service: runs a policy of classes (algorithm, priority, matches),
     /// reloads it on SIGHUP or change; `status`, `check FILE`.
     #[cfg(feature = "host")]
@@ -152,6 +156,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Report { dir } => report::run(&dir),
+        Command::Twin(args) => twin::run(args),
         #[cfg(feature = "host")]
         Command::Agent(args) => sluice_host::service::cli::run_agent(args),
         Command::Admin(args) => sluice_platform::cli::run_admin(args),

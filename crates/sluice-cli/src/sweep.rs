@@ -289,7 +289,7 @@ fn lookup(summary: &serde_json::Value, m: &Metric, cell: &str) -> Result<Option<
 }
 
 /// A figure for the markdown table: three significant digits, no exponent.
-fn display(v: Option<f64>) -> String {
+pub(crate) fn display(v: Option<f64>) -> String {
     match v {
         None => "n/a".into(),
         Some(x) if x == 0.0 || !x.is_finite() => format!("{x}"),

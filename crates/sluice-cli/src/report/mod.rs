@@ -2,7 +2,7 @@
 
 mod html;
 mod inputs;
-mod plots;
+pub(crate) mod plots;
 mod sweep;
 
 use anyhow::{Context, Result};

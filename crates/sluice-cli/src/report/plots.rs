@@ -50,9 +50,9 @@ const MAX_BARS: usize = 30;
 
 /// DejaVu Sans (see assets/fonts/README.md): bundled so drawing text needs no system font library.
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-pub(super) const FONT_NAME: &str = "sans-serif";
+pub(crate) const FONT_NAME: &str = "sans-serif";
 
-pub(super) const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -72,7 +72,7 @@ fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-pub(super) fn register_font() -> Result<()> {
+pub(crate) fn register_font() -> Result<()> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *ONCE.get_or_init(|| plotters::style::register_font(FONT_NAME, FontStyle::Normal, FONT).is_ok());
     if ok {
@@ -201,7 +201,7 @@ pub(super) fn titled<'m, 'a, 'b, X: Ranged, Y: Ranged>(
         .light_line_style(RGBColor(238, 238, 238))
 }
 
-pub(super) fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
+pub(crate) fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, w, h);
     encoder.set_color(png::ColorType::Rgb);

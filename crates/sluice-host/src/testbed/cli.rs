@@ -52,6 +52,9 @@ pub enum TestbedCmd {
         /// its packets.
         #[arg(long)]
         steer_flows: bool,
+        /// Shape each host's own link at the rate too, as a NIC serializes.
+        #[arg(long)]
+        shape_hosts: bool,
     },
     /// Record a run's evidence: per switch port bytes, packets, drops and the queue over time;
     /// per host the kernel's TCP counters; every device's offloads; CPU per core, flagging a run
@@ -135,7 +138,7 @@ pub enum OffloadsArg {
 /// Runs a `sluice testbed` subcommand.
 pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
     match cmd {
-        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu, queue_packets, queue_bytes, offloads, steer_flows } => {
+        TestbedCmd::Up { prefix, hosts, rate, shaper, ce_threshold, no_int_switch, mtu, queue_packets, queue_bytes, offloads, steer_flows, shape_hosts } => {
             let tb = netns::up(&TestbedOptions {
                 prefix,
                 hosts,
@@ -154,6 +157,7 @@ pub fn run_testbed(cmd: TestbedCmd) -> Result<()> {
                     OffloadsArg::Linux => Offloads::Linux,
                 },
                 steer_flows,
+                shape_hosts,
             })?;
             print!("{}", tb.describe());
         }

@@ -7,4 +7,5 @@ pub mod evidence;
 pub mod circuit;
 pub mod delay;
 pub mod proxy;
+pub mod traffic;
 pub mod cli;

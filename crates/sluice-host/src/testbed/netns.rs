@@ -57,6 +57,9 @@ pub struct TestbedOptions {
     /// Steer each flow to one CPU (RPS), so a sender moving between CPUs does not reorder its
     /// packets (`steer_flows`).
     pub steer_flows: bool,
+    /// Shape each host's own link at the rate too, as a NIC serializes (`shape_hosts`); without
+    /// it a host sends at memory speed and only the switch ports are bottlenecks.
+    pub shape_hosts: bool,
     /// CE marking threshold of the INT switch, bytes (0: no marking).
     pub ce_threshold: u64,
     /// Attach the INT switch.
@@ -76,6 +79,7 @@ impl Default for TestbedOptions {
             queue_bytes: None,
             offloads: Offloads::Off,
             steer_flows: false,
+            shape_hosts: false,
             ce_threshold: 30_000,
             int_switch: true,
             mtu: 1500,
@@ -125,6 +129,9 @@ pub struct Testbed {
     /// Whether each flow is steered to one CPU.
     #[serde(default)]
     pub steer_flows: bool,
+    /// Whether each host's own link is shaped at the rate.
+    #[serde(default)]
+    pub shape_hosts: bool,
 }
 
 fn default_shaper() -> Shaper {
@@ -147,11 +154,12 @@ impl Testbed {
             None => format!("{} packets", self.queue_packets),
         };
         let mut s = format!(
-            "testbed {}: switch netns {} ({} Mb/s per port, buffer {buffer}, offloads {:?}{})\n",
+            "testbed {}: switch netns {} ({} Mb/s per port, buffer {buffer}, offloads {:?}{}{})\n",
             self.prefix,
             self.switch,
             self.rate_bps / 1_000_000,
             self.offloads,
+            if self.shape_hosts { ", hosts' links shaped" } else { "" },
             if self.int_switch { ", INT switch attached" } else { "" }
         );
         for h in &self.hosts {
@@ -206,6 +214,7 @@ pub fn up(o: &TestbedOptions) -> Result<Testbed> {
         queue_bytes: o.queue_bytes,
         offloads: o.offloads,
         steer_flows: o.steer_flows,
+        shape_hosts: o.shape_hosts,
     };
     fs::create_dir_all(sys::STATE_DIR)?;
     fs::write(state_file(&o.prefix), serde_json::to_string_pretty(&tb)?)?;
@@ -251,6 +260,9 @@ fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
             }
         }
         shape(sw, port, &rate, o)?;
+        if o.shape_hosts {
+            shape_host(ns, &rate, o)?;
+        }
         if o.int_switch {
             let cfg = PortConfig { rate_bps: o.rate_bps, ce_threshold: o.ce_threshold, ..PortConfig::default() };
             int_switch::attach(port, Some(sw), &cfg)?;
@@ -318,6 +330,76 @@ fn shape(sw: &str, port: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
         Shaper::Tbf => {
             let bytes = o.queue_bytes.unwrap_or(tbf_limit(o.queue_packets, o.mtu)).to_string();
             run("tc", &["-n", sw, "qdisc", "add", "dev", port, "root", "tbf", "rate", rate, "burst", &burst, "limit", &bytes])?;
+        }
+    }
+    Ok(())
+}
+
+/// Shapes a host's eth0 at the rate, as its NIC would serialize, with a NIC's transmit queue
+/// (1,000 packets, a device's default `txqueuelen`): the kernel's own TCP small queues keep each
+/// flow's share of it short, as on a NIC. With offloads off each packet the host queues is one
+/// frame, as on a NIC without TSO: TCP builds GSO packets whatever the device's features
+/// (`sk_setup_caps` adds `NETIF_F_GSO`), and the shaper would pass a 64 KB one at once (tc
+/// charges it after), so the device's `gso_max_segs` is set to one segment instead.
+fn shape_host(ns: &str, rate: &str, o: &TestbedOptions) -> Result<()> {
+    if o.offloads == Offloads::Off {
+        run("ip", &["-n", ns, "link", "set", "dev", "eth0", "gso_max_segs", "1"]).context("limiting GSO packets to one frame")?;
+    }
+    let burst = format!("{}b", shaper_burst(o.mtu, o.rate_bps));
+    run("tc", &["-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"])?;
+    run("tc", &["-n", ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", rate, "ceil", rate, "burst", &burst, "cburst", &burst])?;
+    run("tc", &["-n", ns, "qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", "pfifo", "limit", "1000"])?;
+    Ok(())
+}
+
+/// The packets a host sends to `peer` from or to TCP port `port`: one of its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FlowKey {
+    /// The other end's address.
+    pub peer: Ipv4Addr,
+    /// The service's port, the source or the destination of the host's packets.
+    pub port: u16,
+}
+
+/// Gives each of a shaped host's flows its own queue, served round robin a frame at a time, as
+/// `fq_codel` (the qdisc systemd makes Linux's default) serves a host's flows; pure ACKs and
+/// handshakes (IP packets under 128 bytes) go first, and what no key matches shares one more
+/// queue. htb's leaves under the host's rate borrow all of it in turn, a quantum of one frame each.
+pub fn queue_per_flow(tb: &Testbed, host: usize, flows: &[FlowKey]) -> Result<()> {
+    let Some(h) = tb.hosts.get(host) else { bail!("the testbed has no host {host}") };
+    if !tb.shape_hosts {
+        bail!("testbed {}: the hosts' links are not shaped, so they have no queue to divide", tb.prefix);
+    }
+    let ns = h.netns.as_str();
+    let rate = tb.rate_bps;
+    let quantum = (tb.mtu as u64 + 14).to_string();
+    run("tc", &["-n", ns, "qdisc", "del", "dev", "eth0", "root"])?;
+    run("tc", &["-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "3"])?;
+    let burst = format!("{}b", shaper_burst(tb.mtu, rate));
+    let all = format!("{rate}bit");
+    run("tc", &["-n", ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", &all, "ceil", &all, "burst", &burst, "cburst", &burst])?;
+    // The control queue may take the whole link without borrowing, so it is always served first;
+    // each flow's guaranteed share is a sliver, so the flows borrow, and share, the rest.
+    let sliver = format!("{}bit", (rate / 1000).max(8));
+    let leaf = |id: u32, prio: &str, guaranteed: &str| -> Result<()> {
+        let classid = format!("1:{id}");
+        run("tc", &["-n", ns, "class", "add", "dev", "eth0", "parent", "1:1", "classid", &classid, "htb", "rate", guaranteed, "ceil", &all, "prio", prio, "quantum", &quantum, "burst", &burst, "cburst", &burst])?;
+        let handle = format!("{id}:");
+        run("tc", &["-n", ns, "qdisc", "add", "dev", "eth0", "parent", &classid, "handle", &handle, "pfifo", "limit", "1000"])?;
+        Ok(())
+    };
+    leaf(2, "0", &all)?;
+    leaf(3, "1", &sliver)?;
+    // Filters of a lower prio are tried first: the control queue's, then the flows'.
+    let filter = |prio: &'static str| ["-n", ns, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", prio, "u32"];
+    run("tc", &[&filter("1")[..], &["match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:2"]].concat())?;
+    for (i, f) in flows.iter().enumerate() {
+        let id = 10 + i as u32;
+        leaf(id, "1", &sliver)?;
+        let (peer, port, flowid) = (format!("{}/32", f.peer), f.port.to_string(), format!("1:{id}"));
+        for end in ["sport", "dport"] {
+            let m = ["match", "ip", "dst", &peer, "match", "ip", end, &port, "0xffff", "flowid", &flowid];
+            run("tc", &[&filter("2")[..], &m[..]].concat())?;
         }
     }
     Ok(())
