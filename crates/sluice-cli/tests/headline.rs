@@ -299,6 +299,9 @@ const SCENARIOS: &[Case] = &[
     ("tlt_incast", &[], &[Fig::Tlt, Fig::Requests, Fig::Flows], &["M/s)"]),
     ("tlt_leafspine", &["sim.duration=5ms"], &[Fig::Tlt, Fig::Flows], &[]),
     ("tlt_rdma", &["sim.duration=2ms"], &[Fig::Tlt, Fig::Flows], &[]),
+    ("twin_bbr_cubic", &[], &[Fig::Endless], &[]),
+    ("twin_incast", &[], &[Fig::Requests, Fig::Persistent, Fig::Ecn], &[]),
+    ("twin_small", &[], &[Fig::Requests, Fig::Persistent, Fig::Endless], &[]),
     ("uet_incast", &[], &[Fig::Uet, Fig::Trim, Fig::Flows], &[]),
     ("websearch_leafspine", &[], &[Fig::Flows, Fig::Ecn], &[]),
 ];

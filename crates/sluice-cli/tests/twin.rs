@@ -27,7 +27,7 @@ fn a_scenario_the_testbed_cannot_host_is_refused_with_each_reason_where_it_is_wr
     // The host count is refused on the line that sets it, with the limit and what to change.
     assert!(
         err.contains(
-            "scenarios/incast.toml:12: topology.hosts: the testbed runs 2 to 8 hosts, got 33; use fewer hosts"
+            "scenarios/incast.toml:12: topology.hosts: the testbed runs 2 to 16 hosts, got 33; use fewer hosts"
         ),
         "{err}"
     );

@@ -1,5 +1,5 @@
 //! Whether a scenario fits the netns testbed, and if so the testbed that hosts it: one switch of
-//! at most 8 hosts, ports up to 10 Gb/s, a byte buffer and step marking as the scenario's switch
+//! at most 16 hosts, ports up to 10 Gb/s, a byte buffer and step marking as the scenario's switch
 //! gives them, the classes' algorithms a host runs, and the workloads the testbed's traffic
 //! generates. A scenario that does not fit is refused with every reason and what to change.
 
@@ -8,8 +8,10 @@ use sluice_sim::scenario::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-/// The most hosts the testbed runs (one namespace each, on one switch).
-pub const MAX_HOSTS: u32 = 8;
+/// The most hosts the testbed runs (one namespace each, on one switch): an 8-to-1 incast needs
+/// nine; past this a 2-core machine's testbed saturates a core even at 100 Mb/s, and every run
+/// would be flagged.
+pub const MAX_HOSTS: u32 = 16;
 /// The fastest port the testbed's shapers hold.
 pub const MAX_RATE_BPS: u64 = 10_000_000_000;
 
@@ -296,7 +298,7 @@ mod tests {
     #[test]
     fn a_scenario_the_testbed_cannot_host_is_refused_with_every_reason_and_the_fix() {
         let no = fit(&scenario(&[
-            "topology.hosts=9",
+            "topology.hosts=17",
             "topology.host_rate=\"25Gbps\"",
             "switch.ecn.mode=\"red\"",
             "classes.query.cc=\"hpcc\"",
@@ -304,7 +306,7 @@ mod tests {
         ]))
         .expect_err("refused");
         let has = |p: &str| no.iter().any(|n| n.starts_with(p));
-        assert!(has("topology.hosts: the testbed runs 2 to 8 hosts, got 9"), "{no:?}");
+        assert!(has("topology.hosts: the testbed runs 2 to 16 hosts, got 17"), "{no:?}");
         assert!(has("topology.host_rate: the testbed's ports run at most 10Gbps"), "{no:?}");
         assert!(has("switch.ecn.mode: "), "{no:?}");
         assert!(has("classes.query.cc: unknown congestion control \"hpcc\"; a host runs one of"), "{no:?}");

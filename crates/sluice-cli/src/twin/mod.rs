@@ -17,7 +17,7 @@ use std::time::Duration;
 /// `sluice twin` options.
 #[derive(clap::Args, Debug)]
 pub struct TwinArgs {
-    /// The scenario (TOML): one switch of at most 8 hosts, ports up to 10 Gb/s, bulk and rpc
+    /// The scenario (TOML): one switch of at most 16 hosts, ports up to 10 Gb/s, bulk and rpc
     /// workloads.
     pub scenario: PathBuf,
     /// Override a scenario key (repeatable), as `sluice run --set`.

@@ -27,9 +27,13 @@ pub fn runs(fit: &Fit, args: &TwinArgs) -> Result<(Vec<Run>, Vec<Run>)> {
     let (mut kept, mut flagged) = (Vec::new(), Vec::new());
     for i in 1..=args.repeats {
         let warmup = Duration::from_secs_f64(args.warmup);
-        let recorder = Recorder::start(&bed.tb, Duration::from_millis(10))?;
-        let figures = traffic::run(&bed.tb, &roles, warmup, fit.duration)?;
-        let evidence = recorder.finish()?;
+        // The evidence covers the measured window, as the figures do, not the warm-up.
+        let (figures, evidence) = traffic::run(&bed.tb, &roles, warmup, fit.duration, |from, to| {
+            std::thread::sleep(from.saturating_duration_since(Instant::now()));
+            let recorder = Recorder::start(&bed.tb, Duration::from_millis(10))?;
+            std::thread::sleep(to.saturating_duration_since(Instant::now()));
+            recorder.finish()
+        })?;
         let run_dir = dir.join(format!("run-{i}"));
         std::fs::create_dir_all(&run_dir)?;
         std::fs::write(run_dir.join("evidence.json"), serde_json::to_vec_pretty(&evidence)?)?;

@@ -162,9 +162,17 @@ impl Tally {
 }
 
 /// Runs `roles` on the testbed for `warmup` + `secs` and returns each class's figures from the
-/// window after the warm-up. Every listener is up before any connection is made, and every
-/// connection before the clock starts; every thread is joined.
-pub fn run(tb: &Testbed, roles: &[Role], warmup: Duration, secs: Duration) -> Result<BTreeMap<String, ClassFigures>> {
+/// window after the warm-up, and what `measure` returns: it runs beside the traffic, given the
+/// window's first and last instant, so it can record the same window (the fabric's counters).
+/// Every listener is up before any connection is made, and every connection before the clock
+/// starts; every thread is joined.
+pub fn run<R: Send>(
+    tb: &Testbed,
+    roles: &[Role],
+    warmup: Duration,
+    secs: Duration,
+    measure: impl FnOnce(Instant, Instant) -> Result<R> + Send,
+) -> Result<(BTreeMap<String, ClassFigures>, R)> {
     let host = |h: usize| -> Result<(String, Ipv4Addr)> {
         let x = tb.hosts.get(h).ok_or_else(|| anyhow!("host {h}: the testbed has {} hosts", tb.hosts.len()))?;
         Ok((x.netns.clone(), x.addr))
@@ -205,6 +213,11 @@ pub fn run(tb: &Testbed, roles: &[Role], warmup: Duration, secs: Duration) -> Re
             }));
         }
     }
+    let measured = std::thread::scope(|s| {
+        s.spawn(|| measure(start + window.from, start + window.to))
+            .join()
+            .map_err(|_| anyhow!("the window's measurement panicked"))
+    });
     let mut first_error = None;
     for t in threads {
         let r = t.join().map_err(|_| anyhow!("a testbed traffic thread panicked")).and_then(|r| r);
@@ -215,11 +228,13 @@ pub fn run(tb: &Testbed, roles: &[Role], warmup: Duration, secs: Duration) -> Re
     if let Some(e) = first_error {
         return Err(e);
     }
-    Ok(Arc::try_unwrap(tally)
+    let measured = measured??;
+    let figures = Arc::try_unwrap(tally)
         .map_err(|_| anyhow!("traffic threads still hold the tally"))?
         .0
         .into_inner()
-        .expect("no poisoned tally"))
+        .expect("no poisoned tally");
+    Ok((figures, measured))
 }
 
 /// Time allowed for every connection to open before the clock starts.
