@@ -506,7 +506,7 @@ const HOST_LAYERS: Layers = &[
     ),
     ("kernel: the agent's tables", &["kernel::sockops", "kernel::cc_policy", "kernel::class_table"]),
     ("testbed: namespaces and proxy", &["testbed::netns", "testbed::proxy"]),
-    ("testbed: circuit, delay and evidence", &["testbed::circuit", "testbed::delay", "testbed::evidence"]),
+    ("testbed: circuit, delay, evidence and traffic", &["testbed::circuit", "testbed::delay", "testbed::evidence", "testbed::traffic"]),
     ("testbed: cli", &["testbed::cli"]),
     ("service: enforcing and status", &["service::enforce", "service::status"]),
     ("service: modes and telemetry", &["service::local", "service::fleet", "service::telemetry"]),

@@ -67,9 +67,10 @@ pub struct ClassFigures {
     pub bulk_bytes: u64,
     /// Completion times of the requests issued in the window, nanoseconds, sorted.
     pub completions_ns: Vec<u64>,
-    /// Segments the class's connections retransmitted (`tcpi_total_retrans`, both ends).
+    /// Segments the class's connections retransmitted in the window (`tcpi_total_retrans`,
+    /// both ends).
     pub retrans_segs: u64,
-    /// Their RTOs (`tcpi_total_rto`; None where the kernel predates it, before 6.7).
+    /// Their RTOs in the window (`tcpi_total_rto`; None where the kernel predates it, before 6.7).
     pub rtos: Option<u64>,
     /// Connections whose ends were read.
     pub connections: u64,
@@ -135,29 +136,70 @@ impl Window {
     }
 }
 
-/// Per class, the figures of every finished piece of a run.
-#[derive(Default)]
-struct Tally(Mutex<BTreeMap<String, ClassFigures>>);
+/// Per class, the figures of every finished piece of a run, and every connection's end, read
+/// when the window opens and when it closes (None once it has closed).
+struct Tally {
+    figures: Mutex<BTreeMap<String, ClassFigures>>,
+    ends: Mutex<Option<Vec<End>>>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally { figures: Mutex::default(), ends: Mutex::new(Some(Vec::new())) }
+    }
+}
+
+/// One end of a connection: its class, a handle to read its `tcp_info` by, and the counts it had
+/// when the window opened (None: it opened later).
+struct End {
+    class: String,
+    conn: TcpStream,
+    carries_data: bool,
+    at_start: Option<ConnEnd>,
+}
 
 impl Tally {
     fn add(&self, class: &str, f: impl FnOnce(&mut ClassFigures)) {
-        f(self.0.lock().expect("no thread panics holding the tally").entry(class.to_string()).or_default());
+        f(self.figures.lock().expect("no thread panics holding the tally").entry(class.to_string()).or_default());
     }
 
-    /// A data-carrying connection's end: its algorithm, retransmissions and RTOs.
-    fn conn(&self, class: &str, end: ConnEnd, carries_data: bool) {
-        self.add(class, |c| {
-            c.retrans_segs += end.retrans;
-            c.rtos = match (c.connections, c.rtos, end.rtos) {
-                (0, _, b) => b,
-                (_, Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
-            c.connections += 1;
-            if carries_data {
-                c.ran.insert(end.cc);
-            }
-        });
+    /// Keeps a handle on one end of a connection, to read its counts when the window opens and
+    /// when it closes; none once it has closed, so the handle cannot hold the connection open.
+    fn open(&self, class: &str, conn: &TcpStream, carries_data: bool) -> Result<()> {
+        if let Some(ends) = self.ends.lock().expect("no thread panics holding the ends").as_mut() {
+            let conn = conn.try_clone().context("keeping a handle on a connection")?;
+            ends.push(End { class: class.to_string(), conn, carries_data, at_start: None });
+        }
+        Ok(())
+    }
+
+    /// The window opens: every connection's counts so far.
+    fn window_opens(&self) {
+        for e in self.ends.lock().expect("no thread panics holding the ends").iter_mut().flatten() {
+            e.at_start = Some(conn_end(&e.conn));
+        }
+    }
+
+    /// The window closes: what each connection retransmitted and timed out since it opened, and
+    /// the algorithm it ran.
+    fn window_closes(&self) {
+        let ends = self.ends.lock().expect("no thread panics holding the ends").take();
+        for e in ends.into_iter().flatten() {
+            let (now, then) = (conn_end(&e.conn), e.at_start.unwrap_or_default());
+            self.add(&e.class, |c| {
+                c.retrans_segs += now.retrans.saturating_sub(then.retrans);
+                let rtos = now.rtos.map(|n| n.saturating_sub(then.rtos.unwrap_or(0)));
+                c.rtos = match (c.connections, c.rtos, rtos) {
+                    (0, _, b) => b,
+                    (_, Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+                c.connections += 1;
+                if e.carries_data {
+                    c.ran.insert(now.cc);
+                }
+            });
+        }
     }
 }
 
@@ -213,10 +255,17 @@ pub fn run<R: Send>(
             }));
         }
     }
+    let (from, to) = (start + window.from, start + window.to);
     let measured = std::thread::scope(|s| {
-        s.spawn(|| measure(start + window.from, start + window.to))
-            .join()
-            .map_err(|_| anyhow!("the window's measurement panicked"))
+        let counts = s.spawn(|| {
+            std::thread::sleep(from.saturating_duration_since(Instant::now()));
+            tally.window_opens();
+            std::thread::sleep(to.saturating_duration_since(Instant::now()));
+            tally.window_closes();
+        });
+        let measured = s.spawn(|| measure(from, to)).join().map_err(|_| anyhow!("the window's measurement panicked"));
+        counts.join().map_err(|_| anyhow!("the window's connection counts panicked"))?;
+        measured
     });
     let mut first_error = None;
     for t in threads {
@@ -231,7 +280,7 @@ pub fn run<R: Send>(
     let measured = measured??;
     let figures = Arc::try_unwrap(tally)
         .map_err(|_| anyhow!("traffic threads still hold the tally"))?
-        .0
+        .figures
         .into_inner()
         .expect("no poisoned tally");
     Ok((figures, measured))
@@ -293,6 +342,7 @@ fn wait_start(w: Window) {
 /// Sends a bulk flow from the start to the end of the window, then closes it.
 fn send(mut conn: TcpStream, class: &str, w: Window, tally: &Tally) -> Result<()> {
     conn.set_write_timeout(Some(Duration::from_millis(100)))?;
+    tally.open(class, &conn, true)?;
     let data = vec![0x5au8; 1 << 20];
     wait_start(w);
     while !w.over() {
@@ -302,7 +352,6 @@ fn send(mut conn: TcpStream, class: &str, w: Window, tally: &Tally) -> Result<()
             Err(e) => return Err(e).context("sending a bulk flow"),
         }
     }
-    tally.conn(class, conn_end(&conn), true);
     conn.shutdown(std::net::Shutdown::Write).context("closing a bulk flow")?;
     Ok(())
 }
@@ -319,6 +368,7 @@ fn ask(
     tally: &Tally,
 ) -> Result<()> {
     conn.set_nodelay(true)?;
+    tally.open(class, &conn, true)?;
     let ask = vec![0x01u8; request as usize];
     let mut times = Vec::new();
     wait_start(w);
@@ -333,7 +383,6 @@ fn ask(
         }
         std::thread::sleep(think);
     }
-    tally.conn(class, conn_end(&conn), true);
     tally.add(class, |c| {
         c.completions_ns.extend(times);
         c.completions_ns.sort_unstable();
@@ -346,6 +395,7 @@ fn sink(mut conn: TcpStream, class: &str, w: Window, tally: &Tally) -> Result<()
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0u64;
     conn.set_read_timeout(Some(Duration::from_millis(200)))?;
+    tally.open(class, &conn, false)?;
     let deadline = w.start + w.to + Duration::from_secs(10);
     loop {
         match conn.read(&mut buf) {
@@ -359,20 +409,18 @@ fn sink(mut conn: TcpStream, class: &str, w: Window, tally: &Tally) -> Result<()
             bail!("a bulk flow of class {class} did not end 10 s after the run");
         }
     }
-    let end = conn_end(&conn);
     tally.add(class, |c| c.bulk_bytes += got);
-    tally.conn(class, end, false);
     Ok(())
 }
 
 /// Answers each `request`-byte request with `response` bytes until the client closes.
 fn serve(mut conn: TcpStream, class: &str, request: u64, response: u64, tally: &Tally) -> Result<()> {
     conn.set_nodelay(true)?;
+    tally.open(class, &conn, true)?;
     let answer = vec![0xa5u8; response as usize];
     while read_exactly(&mut conn, request)? {
         conn.write_all(&answer).context("answering a request")?;
     }
-    tally.conn(class, conn_end(&conn), true);
     Ok(())
 }
 
