@@ -1,8 +1,10 @@
 //! CUBIC (RFC 9438): the window follows a cubic function of the time since the last reduction,
 //! with a Reno-friendly floor.
 
+use super::hystart::HyStart;
 use super::{parse_params, AckSignals, CcFactory, CongestionControl, CongestionEvent, EcnMode, FlowContext, Window};
 use crate::time::Time;
+use crate::transport::tcp::Stack;
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -36,14 +38,19 @@ pub(super) fn factory(params: &toml::Table) -> Result<CcFactory, String> {
     if !(p.beta > 0.0 && p.beta < 1.0) {
         return Err(format!("beta: expected a number in (0, 1), got {}", p.beta));
     }
-    Ok(Arc::new(move |_: &FlowContext| {
-        Box::new(Cubic::new(p.c, p.beta, p.fast_convergence, p.ecn)) as Box<dyn CongestionControl>
+    Ok(Arc::new(move |ctx: &FlowContext| {
+        let cubic = Cubic::new(p.c, p.beta, p.fast_convergence, p.ecn);
+        Box::new(match ctx.stack {
+            Stack::Rfc => cubic,
+            Stack::Linux => cubic.as_linux(),
+        }) as Box<dyn CongestionControl>
     }))
 }
 
 /// CUBIC per RFC 9438, with the window held in MSS as `f64` internally and byte-counted ACKs.
 ///
-/// HyStart is not modelled: slow start runs until the first loss or ECN mark. Time in the cubic
+/// On the `rfc` stack slow start runs until the first loss or ECN mark; on the `linux` stack
+/// HyStart ends it as `tcp_cubic.c` does, and an RTO forgets W_max. Time in the cubic
 /// function runs from the epoch start, the first ACK in congestion avoidance after a reduction
 /// (so recovery time is not counted, as in Linux). ssthresh is `beta * cwnd` rather than
 /// `beta * flight_size`.
@@ -69,6 +76,8 @@ pub struct Cubic {
     /// Reno-friendly additive increase per RTT (MSS).
     alpha: f64,
     epoch_start: Option<Time>,
+    /// Linux's exit from slow start; `None` on the `rfc` stack.
+    hystart: Option<HyStart>,
 }
 
 impl Cubic {
@@ -87,7 +96,14 @@ impl Cubic {
             w_est: 0.0,
             alpha: Self::reno_alpha(beta),
             epoch_start: None,
+            hystart: None,
         }
+    }
+
+    /// This CUBIC as Linux runs it: HyStart ends slow start, and an RTO resets what the
+    /// connection learned (`bictcp_state`), W_max included.
+    pub fn as_linux(self) -> Self {
+        Cubic { hystart: Some(HyStart::new()), ..self }
     }
 
     /// alpha_cubic = 3 (1 - beta) / (1 + beta): Reno's average throughput with CUBIC's beta.
@@ -131,6 +147,9 @@ impl CongestionControl for Cubic {
     }
 
     fn on_ack(&mut self, ack: &AckSignals, win: &mut Window) {
+        if let Some(h) = self.hystart.as_mut() {
+            h.on_ack(ack, win, self.epoch_start);
+        }
         if ack.in_recovery || ack.acked_bytes == 0 {
             return;
         }
@@ -172,13 +191,18 @@ impl CongestionControl for Cubic {
         win.cwnd = to_bytes(self.cwnd, win.mss);
     }
 
-    fn on_congestion(&mut self, ev: CongestionEvent, _now: Time, win: &mut Window) {
+    fn on_congestion(&mut self, ev: CongestionEvent, now: Time, win: &mut Window) {
         let cwnd = win.cwnd as f64 / win.mss as f64;
         self.epoch_start = None;
         self.alpha = Self::reno_alpha(self.beta);
         self.cwnd_prior = cwnd;
         self.w_max = if self.fast_convergence && cwnd < self.w_max { cwnd * (1.0 + self.beta) / 2.0 } else { cwnd };
         win.ssthresh = to_bytes(cwnd * self.beta, win.mss).max(win.min_cwnd());
+        if let (Some(h), CongestionEvent::Timeout) = (self.hystart.as_mut(), ev) {
+            // tcp_enter_loss takes ssthresh from the window first, then bictcp_state resets.
+            h.on_timeout(now);
+            self.w_max = 0.0;
+        }
         win.cwnd = match ev {
             CongestionEvent::Timeout => win.mss,
             CongestionEvent::FastRetransmit | CongestionEvent::Ecn => win.ssthresh,

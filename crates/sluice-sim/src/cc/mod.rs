@@ -17,6 +17,7 @@ mod dctcp_rate;
 mod ecn_int;
 mod hpcc;
 mod hptcp;
+mod hystart;
 mod example_aimd;
 pub mod negotiation;
 mod newreno;

@@ -66,6 +66,10 @@ pub const LINUX_BEHAVIOURS: &[(&str, &str)] = &[
     "BBR keeps 3 send quanta of tso_segs_goal segments (the pacing rate's 1/1024 s, at most 64 KB) in flight beyond its BDP, and rounds its window up to even packets",
     "bbr_quantization_budget and bbr_tso_segs_goal, net/ipv4/tcp_bbr.c",
     ),
+    (
+        "CUBIC leaves slow start by HyStart: once a round's ACK train outlasts half the minimum RTT plus four 64 KB GSO packets' time (at most 1 ms), or its smallest RTT exceeds the minimum by an eighth (4 to 16 ms); an RTO forgets W_max and the minimum RTT",
+        "hystart_update, hystart_ack_delay, bictcp_acked and bictcp_state, net/ipv4/tcp_cubic.c",
+    ),
 ];
 
 impl Stack {
