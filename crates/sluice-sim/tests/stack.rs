@@ -38,3 +38,35 @@ fn an_unknown_stack_is_refused_with_the_key_and_the_stacks_there_are() {
     let e = refusal(&text, "stack.toml");
     assert!(e.contains("stack.toml:7") && e.contains("transport.stack") && e.contains("rfc") && e.contains("linux"), "{e}");
 }
+
+/// A delayed ACK armed again after an immediate one cancelled it, while the first timer's event
+/// is still queued, goes out at its own deadline: three segments at once, the second ACKed at
+/// once (two unacknowledged), the third held. Linux's 40 ms delayed ACK (rto_min 200 ms, no
+/// loss probe) then ends the flow at ~40 ms; a lost timer would leave the sender's RTO, ~200 ms
+/// later, to end it.
+#[test]
+fn a_delayed_ack_armed_again_after_an_immediate_one_goes_out_on_time() {
+    let text = r#"
+[sim]
+stop_when_done = true
+[topology]
+kind = "star"
+hosts = 2
+host_rate = "10Gbps"
+host_delay = "1us"
+[transport]
+stack = "linux"
+handshake = false
+tlp = false
+[[workloads]]
+kind = "bulk"
+senders = [0]
+receiver = 1
+size = "4344B"
+"#;
+    let world = common::run_text(text, &[]);
+    let f = &world.flows()[0];
+    let fct = (f.finish.expect("the flow finishes") - f.start).ps() as f64 / 1e9;
+    assert!((40.0..40.1).contains(&fct), "FCT {fct} ms: the held ACK should go out after 40 ms");
+    assert_eq!(f.timeouts().len(), 0);
+}

@@ -324,8 +324,14 @@ impl TcpServer {
         let flow = self.route.flow;
         match kind {
             TimerKind::DelayedAck => {
-                if self.receiver.delack_timer.fire(now, gen) != TimerFire::Expired || !self.receiver.has_unacked() {
-                    return;
+                match self.receiver.delack_timer.fire(now, gen) {
+                    // An immediate ACK cancelled the timer and a later segment armed it again
+                    // past this event: the ACK is due then.
+                    TimerFire::Reschedule(t, g) => {
+                        return cx.schedule(t, Event::Timer(FlowId(flow), TimerKind::DelayedAck, g))
+                    }
+                    TimerFire::Expired if self.receiver.has_unacked() => {}
+                    _ => return,
                 }
                 let r = self.route;
                 let template = Packet { flow, src: r.src, dst: r.dst, prio: r.prio, ..Packet::default() };
