@@ -4,13 +4,13 @@
 
 pub mod compare;
 pub mod fit;
+mod simulator;
 #[cfg(feature = "host")]
 mod testbed;
 
 use anyhow::{bail, Context, Result};
-use compare::{Figure, Run};
-use fit::{Fit, Traffic};
-use std::collections::BTreeMap;
+use compare::Run;
+use fit::Fit;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,7 +29,8 @@ pub struct TwinArgs {
     /// Testbed runs; the kernel's figures are their mean and range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,
-    /// Seconds of traffic before each testbed run's measured window (the scenario's duration).
+    /// Seconds of traffic before the measured window (the scenario's duration), on the testbed
+    /// and in the simulator alike.
     #[arg(long, default_value_t = 1.0)]
     pub warmup: f64,
     /// The simulator's host TCP stack (transport.stack).
@@ -57,7 +58,8 @@ pub fn run(args: TwinArgs) -> Result<()> {
     }
     let mut overrides = args.overrides.clone();
     overrides.push(format!("transport.stack=\"{}\"", args.stack));
-    let (loaded, world) = crate::build(&args.scenario, &overrides)?;
+    // Built once here so that a scenario that does not build is refused before anything runs.
+    let (loaded, _) = crate::build(&args.scenario, &overrides)?;
     let fit = fit::fit(&loaded.scenario).map_err(|reasons| {
         let lines: Vec<String> = reasons.into_iter().map(|r| format!("  {}", loaded.error_at(r))).collect();
         anyhow::anyhow!("the testbed cannot host {}:\n{}", loaded.file, lines.join("\n"))
@@ -81,11 +83,8 @@ pub fn run(args: TwinArgs) -> Result<()> {
         return Ok(());
     }
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let sim_dir = args.out.join("simulator");
-    let ran = sluice_sim::run::run(world, &crate::provenance(&loaded, &overrides), None, &sim_dir, &mut |_| {})
-        .map_err(|e| anyhow::anyhow!(e))?;
-    eprintln!("simulator: {} simulated in {:.2} s, outputs in {}", ran.world.now(), ran.wall_s, sim_dir.display());
-    let simulator = simulator_figures(&fit, &sim_dir)?;
+    let window = simulator::Window::after(args.warmup, &fit);
+    let simulator = simulator::figures(&args.scenario, &overrides, &fit, window, &args.out.join("simulator"))?;
     let (kernel, flagged) = testbed_runs(&fit, &args)?;
     let rows = compare::rows(&kernel, &simulator);
     let mut md = compare::markdown(&rows, kernel.len(), flagged.len());
@@ -130,71 +129,6 @@ fn describe(f: &Fit) -> String {
 
 fn humantime(d: Duration) -> String {
     format!("{} s", crate::sweep::display(Some(d.as_secs_f64())))
-}
-
-/// The simulator's figures per class, from the run's summary.json and flows.csv.
-fn simulator_figures(fit: &Fit, dir: &Path) -> Result<Run> {
-    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json"))?)
-        .context("reading the simulator's summary.json")?;
-    let mut run = Run::new();
-    for (class, kinds) in kinds_by_class(fit) {
-        let c = &summary["classes"][&class];
-        if kinds.bulk {
-            if let Some(g) = c["goodput_bps"].as_f64() {
-                run.insert((class.clone(), Figure::ThroughputMbps), g / 1e6);
-            }
-        }
-        if kinds.rpc {
-            for (figure, key) in
-                [(Figure::CompletionMeanMs, "mean"), (Figure::CompletionP95Ms, "p95"), (Figure::CompletionP99Ms, "p99")]
-            {
-                if let Some(v) = c["request_latency_ns"][key].as_f64() {
-                    run.insert((class.clone(), figure), v / 1e6);
-                }
-            }
-        }
-        run.insert((class.clone(), Figure::RetransSegs), 0.0);
-        run.insert((class, Figure::Rtos), 0.0);
-    }
-    let mut flows = csv::Reader::from_path(dir.join("flows.csv")).context("reading the simulator's flows.csv")?;
-    let header = flows.headers()?.clone();
-    let col =
-        |name: &str| header.iter().position(|h| h == name).with_context(|| format!("flows.csv has no {name} column"));
-    let (class_at, retrans_at, timeouts_at) = (col("class")?, col("retransmits")?, col("timeouts")?);
-    for record in flows.records() {
-        let r = record?;
-        let class = r.get(class_at).unwrap_or_default().to_string();
-        let n = |at: usize| r.get(at).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        if let Some(v) = run.get_mut(&(class.clone(), Figure::RetransSegs)) {
-            *v += n(retrans_at);
-        }
-        if let Some(v) = run.get_mut(&(class, Figure::Rtos)) {
-            *v += n(timeouts_at);
-        }
-    }
-    let fabric = |k: &str| summary[k].as_f64().unwrap_or(0.0);
-    run.insert(("fabric".into(), Figure::Drops), fabric("drops"));
-    run.insert(("fabric".into(), Figure::EcnMarks), fabric("ecn_marks"));
-    Ok(run)
-}
-
-/// Which kinds of traffic each class carries.
-#[derive(Clone, Copy, Default)]
-struct Kinds {
-    bulk: bool,
-    rpc: bool,
-}
-
-fn kinds_by_class(fit: &Fit) -> BTreeMap<String, Kinds> {
-    let mut m: BTreeMap<String, Kinds> = BTreeMap::new();
-    for t in &fit.traffic {
-        let k = m.entry(t.class().to_string()).or_default();
-        match t {
-            Traffic::Bulk { .. } => k.bulk = true,
-            Traffic::Rpc { .. } => k.rpc = true,
-        }
-    }
-    m
 }
 
 /// The testbed's runs: those that were not CPU-bound, and those that were.

@@ -1,7 +1,7 @@
 //! The twin's kernel side: the netns testbed the fit describes, the classes applied by
 //! `sluice agent` (its own process, as on a host), the traffic, and each run's evidence.
 
-use super::compare::{Figure, Run};
+use super::compare::{self, Figure, Run};
 use super::fit::{Fit, Traffic};
 use super::TwinArgs;
 use anyhow::{anyhow, bail, Context, Result};
@@ -98,20 +98,7 @@ fn kernel_figures(fit: &Fit, figures: &BTreeMap<String, ClassFigures>, ev: &Evid
             Traffic::Bulk { .. } => {
                 run.insert((class.clone(), Figure::ThroughputMbps), f.bulk_bytes as f64 * 8.0 / secs / 1e6);
             }
-            Traffic::Rpc { .. } => {
-                let c = &f.completions_ns;
-                if !c.is_empty() {
-                    run.insert(
-                        (class.clone(), Figure::CompletionMeanMs),
-                        c.iter().sum::<u64>() as f64 / c.len() as f64 / 1e6,
-                    );
-                }
-                for (figure, p) in [(Figure::CompletionP95Ms, 0.95), (Figure::CompletionP99Ms, 0.99)] {
-                    if let Some(v) = percentile(c, p) {
-                        run.insert((class.clone(), figure), v / 1e6);
-                    }
-                }
-            }
+            Traffic::Rpc { .. } => compare::insert_completions(&mut run, &class, &f.completions_ns),
         }
         run.insert((class.clone(), Figure::RetransSegs), f.retrans_segs as f64);
         if let Some(r) = f.rtos {
@@ -124,12 +111,6 @@ fn kernel_figures(fit: &Fit, figures: &BTreeMap<String, ClassFigures>, ev: &Evid
     let marks: u64 = ev.hosts.iter().map(|h| h.counters.get("IpExt.InCEPkts").copied().unwrap_or(0)).sum();
     run.insert(("fabric".into(), Figure::EcnMarks), marks as f64);
     run
-}
-
-/// A sorted sample's percentile, nearest rank.
-fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
-    let n = sorted.len();
-    (n > 0).then(|| sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64)
 }
 
 /// The testbed, its routes and the agent, torn down when dropped.
@@ -272,17 +253,6 @@ fn policy_text(fit: &Fit, roles: &[Role]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(
-            (percentile(&v, 0.5), percentile(&v, 0.95), percentile(&v, 0.99)),
-            (Some(50.0), Some(95.0), Some(99.0))
-        );
-        assert_eq!(percentile(&[7], 0.99), Some(7.0));
-        assert_eq!(percentile(&[], 0.5), None);
-    }
 
     #[test]
     fn the_policy_matches_each_class_on_its_workloads_ports() {
