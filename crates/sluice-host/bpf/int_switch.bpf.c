@@ -3,13 +3,15 @@
  * Software TCP-INT switch for a Linux forwarding path (tc clsact).
  *
  * Ingress notes the arrival time in skb->mark, which survives forwarding inside one network
- * namespace. Egress runs before the qdisc, so it cannot see the real backlog; it keeps a queue
- * estimate instead: arrivals less what the port's rate drained since the previous packet. That
- * estimate drives INTval, the queueing part of the hop latency and CE marking (this kernel has no
- * RED qdisc). With the qdisc shaped to the same rate, the estimate tracks the real queue.
+ * namespace. Egress runs just before the port's qdisc and reads the bytes that qdisc holds: the
+ * backlog this packet joins, as a switch's enqueue sees it. That backlog drives INTval, the
+ * queueing part of the hop latency and CE marking (this kernel has no RED qdisc). An estimate
+ * (arrivals less what the port's rate drained) ran ahead of the real queue: the shaper sends a
+ * little above its nominal rate, and dropped packets stayed counted.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "tcp_int.h"
 
@@ -59,23 +61,26 @@ int sluice_ingress(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-/* Updates the port's queue and utilization estimates for one departing packet. */
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* The bytes the port's root qdisc holds now (Linux 6.2 and later: bpf_cast_to_kern_ctx). */
+static __always_inline __u64 qdisc_backlog(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+
+	return BPF_CORE_READ(kskb, dev, qdisc, qstats.backlog);
+}
+
+/* Records the port's backlog `q` as one packet joins it, and its utilization over the window. */
 static __always_inline void port_update(struct port_state *ps, const struct port_cfg *cfg, __u64 now, __u32 len,
-					__u64 *q, __u32 *util)
+					__u64 q, __u32 *util)
 {
 	bpf_spin_lock(&ps->lock);
-	if (ps->last_ns && now > ps->last_ns) {
-		/* Clamped to a second so the product cannot overflow after a long idle spell. */
-		__u64 gap = now - ps->last_ns > 1000000000ull ? 1000000000ull : now - ps->last_ns;
-		__u64 drained = gap * (cfg->rate_bps / 8) / 1000000000ull;
-
-		ps->q_bytes = ps->q_bytes > drained ? ps->q_bytes - drained : 0;
-	}
 	ps->last_ns = now;
-	ps->q_bytes += len;
-	if (ps->q_bytes > ps->q_max)
-		ps->q_max = ps->q_bytes;
-	ps->q_sum += ps->q_bytes;
+	ps->q_bytes = q;
+	if (q > ps->q_max)
+		ps->q_max = q;
+	ps->q_sum += q;
 	ps->q_samples++;
 
 	ps->win_bytes += len;
@@ -87,7 +92,6 @@ static __always_inline void port_update(struct port_state *ps, const struct port
 		ps->win_start_ns = now;
 		ps->win_bytes = 0;
 	}
-	*q = ps->q_bytes;
 	*util = ps->util_percent;
 	bpf_spin_unlock(&ps->lock);
 }
@@ -259,9 +263,11 @@ int sluice_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	now = bpf_ktime_get_ns();
-	port_update(ps, cfg, now, skb->len, &q, &util);
+	q = qdisc_backlog(skb);
+	port_update(ps, cfg, now, skb->len, q, &util);
 
-	if (cfg->ce_threshold && q > cfg->ce_threshold)
+	/* As a switch marks at enqueue: the queue the packet finds, without it, above K. */
+	if ((cfg->ce_threshold && q > cfg->ce_threshold) || cfg->ce_all)
 		mark_ce(skb, ip_off, &ip);
 	if (cfg->ece_acks)
 		mark_ece(skb, &ip, tcp_off, &th);
@@ -317,14 +323,15 @@ int sluice_egress(struct __sk_buff *skb)
 		count(SW_RAISED);
 	}
 
-	/* Residence: time since ingress, plus the wait the queue estimate implies after this hook. */
+	/* Residence: time since ingress, plus what the port will take to send it from this hook. */
 	__u64 lat = 0;
 	__u32 in = skb->mark;
 
 	if (in & 1)
 		lat = (__u32)((__u32)now - in);
+	/* Its wait behind the backlog and its own transmission at the port's rate. */
 	if (cfg->rate_bps)
-		lat += q * 8 * 1000000000ull / cfg->rate_bps;
+		lat += (q + skb->len) * 8 * 1000000000ull / cfg->rate_bps;
 	lat += f.lat;
 	f.lat = lat > TCP_INT_LAT_MAX ? TCP_INT_LAT_MAX : (__u32)lat;
 

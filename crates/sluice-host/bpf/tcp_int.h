@@ -380,29 +380,29 @@ enum class_counter {
 
 /* How one egress port stamps, keyed by ifindex. */
 struct port_cfg {
-	__u64 rate_bps;          /* egress rate the queue estimate drains at */
+	__u64 rate_bps;          /* the port's egress rate: utilization and the backlog's wait */
 	__u64 qdepth_threshold;  /* queue bytes at which the queue branch is reported */
 	__u64 ce_threshold;      /* queue bytes above which ECT packets get CE (0: no marking) */
 	__u32 qdepth_shift;
 	__u32 util_shift;
-	__u32 pinned_int_val;    /* non-zero: report this INTval instead of the estimate (calibration) */
+	__u32 pinned_int_val;    /* non-zero: report this INTval instead of the queue's (calibration) */
 	__u32 util_window_ns;    /* utilization is measured over windows this long */
 	__u32 owns_clsact;       /* userspace only: sluice created the clsact qdisc */
 	__u32 ece_acks;          /* non-zero: set ECE on pure ACKs leaving this port (a circuit signal) */
 	__u32 int_off;           /* non-zero: the port neither stamps TCP-INT nor offers it (a legacy hop) */
-	__u32 pad;
+	__u32 ce_all;            /* non-zero: CE on every ECT packet, whatever the queue (a circuit's spell) */
 };
 
 /* Live state of one egress port. */
 struct port_state {
 	struct bpf_spin_lock lock;
 	__u32 util_percent;
-	__u64 q_bytes;      /* queue estimate: arrivals less what the rate drained since */
+	__u64 q_bytes;      /* the qdisc's backlog as the last packet joined it */
 	__u64 last_ns;
 	__u64 win_start_ns;
 	__u64 win_bytes;
-	__u64 q_max;        /* largest estimate seen */
-	__u64 q_sum;        /* sum of estimates at each packet, for the mean */
+	__u64 q_max;        /* largest backlog seen */
+	__u64 q_sum;        /* sum of the backlog at each packet, for the mean */
 	__u64 q_samples;
 };
 

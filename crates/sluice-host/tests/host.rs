@@ -489,7 +489,7 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
     let flow_share = [got[0] as f64 * 8.0 / secs / rate, got[1] as f64 * 8.0 / secs / rate];
     let share = got[0].min(got[1]) as f64 / got[0].max(got[1]) as f64;
     println!(
-        "dctcp x2: bottleneck goodput {:.1}% of {} Mb/s (flows {:.1}% and {:.1}% of it over their {secs} s), queue estimate mean {:.0} B max {} B (K {K} B), shaper backlog max {} B, CE marks {}, flow share {:.2}; {busy}",
+        "dctcp x2: bottleneck goodput {:.1}% of {} Mb/s (flows {:.1}% and {:.1}% of it over their {secs} s), backlog joined mean {:.0} B max {} B (K {K} B), shaper backlog max {} B, CE marks {}, flow share {:.2}; {busy}",
         goodput * 100.0,
         FILL_RATE / 1_000_000,
         flow_share[0] * 100.0,
@@ -577,10 +577,10 @@ fn median_cwnd(samples: &[(f64, u32)], from: f64, to: f64) -> f64 {
     v[v.len() / 2] as f64
 }
 
-/// Sets the CE marking threshold of a switch port (0: no marking, 1: mark every ECT packet).
-fn set_ce_threshold(sw: &str, dev: &str, bytes: u64) {
+/// Has a switch port mark every ECT packet CE, or go back to its threshold.
+fn mark_every_packet(sw: &str, dev: &str, on: bool) {
     let mut cfg = int_switch::port_config(dev, Some(sw)).unwrap();
-    cfg.ce_threshold = bytes;
+    cfg.ce_all = on;
     int_switch::set_port_config(dev, Some(sw), &cfg).unwrap();
 }
 
@@ -602,9 +602,9 @@ fn retcp_multiplies_cwnd_when_ece_starts_and_divides_when_it_stops() {
     let spells = [(0.5, 0.9), (1.3, 1.7)];
     for &(on, off) in &spells {
         std::thread::sleep(Duration::from_secs_f64(on).saturating_sub(t0.elapsed()));
-        set_ce_threshold(&sw, "p3", 1);
+        mark_every_packet(&sw, "p3", true);
         std::thread::sleep(Duration::from_secs_f64(off).saturating_sub(t0.elapsed()));
-        set_ce_threshold(&sw, "p3", 0);
+        mark_every_packet(&sw, "p3", false);
     }
     let (samples, cc) = src.join().unwrap();
     s.join().unwrap();
@@ -629,7 +629,7 @@ fn retcp_multiplies_cwnd_when_ece_starts_and_divides_when_it_stops() {
     }
 }
 
-/// One ECN+INT flow into the `FILL_RATE` port without CE marking: (mean queue estimate, its
+/// One ECN+INT flow into the `FILL_RATE` port without CE marking: (mean backlog joined, its
 /// max, goodput over the port's rate, CPU use) over 1.5 s after a 0.5 s warm-up; `echo` is the
 /// agent's echo switch.
 fn ecn_int_flow(prefix: &str, echo: bool) -> (f64, u64, f64, String) {

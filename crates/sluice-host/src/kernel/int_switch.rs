@@ -1,5 +1,5 @@
 //! The software INT switch: tc clsact programs on a Linux forwarding path that stamp TCP-INT
-//! (INTval, ID, Lat) and mark CE from a queue estimate. One BPF object per network namespace
+//! (INTval, ID, Lat) and mark CE from the port qdisc's backlog. One BPF object per network namespace
 //! serves all its ports; its maps are pinned under bpffs per namespace.
 
 use crate::kernel::skel::int_switch::{IntSwitchSkel, IntSwitchSkelBuilder};
@@ -33,7 +33,7 @@ const TC_PRIORITY: u32 = 0x72;
 /// How one egress port stamps (`struct port_cfg`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortConfig {
-    /// Egress rate the queue estimate drains at, bits/s (set it to the port's shaper rate).
+    /// The port's egress rate, bits/s (its shaper's): utilization, and the wait its backlog means.
     pub rate_bps: u64,
     /// Queue bytes at which INTval reports the queue branch.
     pub qdepth_threshold: u64,
@@ -43,7 +43,7 @@ pub struct PortConfig {
     pub qdepth_shift: u32,
     /// INTval utilization unit, 2^util_shift percent.
     pub util_shift: u32,
-    /// Non-zero: report this INTval whatever the estimate (calibration, tests).
+    /// Non-zero: report this INTval whatever the queue (calibration, tests).
     pub pinned_int_val: u8,
     /// Utilization measurement window, ns.
     pub util_window_ns: u32,
@@ -51,6 +51,8 @@ pub struct PortConfig {
     pub ece_acks: bool,
     /// The port neither stamps TCP-INT nor offers it in negotiation (a legacy hop).
     pub int_off: bool,
+    /// CE on every ECT packet whatever the queue (a circuit's spell, as reTCP's tests make it).
+    pub ce_all: bool,
 }
 
 impl Default for PortConfig {
@@ -65,6 +67,7 @@ impl Default for PortConfig {
             util_window_ns: 1_000_000,
             ece_acks: false,
             int_off: false,
+            ce_all: false,
         }
     }
 }
@@ -84,7 +87,7 @@ impl PortConfig {
         b.extend_from_slice(&(owns_clsact as u32).to_ne_bytes());
         b.extend_from_slice(&(self.ece_acks as u32).to_ne_bytes());
         b.extend_from_slice(&(self.int_off as u32).to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&(self.ce_all as u32).to_ne_bytes());
         b
     }
 
@@ -105,6 +108,7 @@ impl PortConfig {
             util_window_ns: u32_at(36),
             ece_acks: u32_at(44) != 0,
             int_off: u32_at(48) != 0,
+            ce_all: u32_at(52) != 0,
         };
         Ok((cfg, u32_at(40) != 0))
     }
@@ -115,11 +119,11 @@ impl PortConfig {
 pub struct PortState {
     /// Last utilization measured, percent.
     pub util_percent: u32,
-    /// Queue estimate now, bytes.
+    /// The qdisc's backlog as the last packet joined it, bytes.
     pub q_bytes: u64,
-    /// Largest queue estimate, bytes.
+    /// Largest backlog a packet joined, bytes.
     pub q_max: u64,
-    /// Sum of the estimate at each packet.
+    /// Sum of the backlog each packet joined.
     pub q_sum: u64,
     /// Packets the sum covers.
     pub q_samples: u64,
@@ -137,7 +141,7 @@ impl PortState {
         }
     }
 
-    /// Mean queue estimate seen by departing packets, bytes.
+    /// Mean backlog the port's packets joined, bytes.
     pub fn q_mean(&self) -> f64 {
         if self.q_samples == 0 {
             0.0
@@ -329,7 +333,7 @@ fn port_map(map: &str, dev: &str, netns: Option<&str>) -> Result<(MapHandle, [u8
     Ok((m, ifindex.to_ne_bytes()))
 }
 
-/// Zeroes a port's queue statistics (and its estimate), so a measurement starts clean.
+/// Zeroes a port's queue statistics, so a measurement starts clean.
 pub fn reset_stats(dev: &str, netns: Option<&str>) -> Result<()> {
     let ifindex = {
         let _ns = NetnsGuard::enter(netns)?;
@@ -369,9 +373,10 @@ pub fn switch_status(netns: Option<&str>) -> Result<String> {
         let st = states.lookup(&k, MapFlags::ANY)?.map(|b| PortState::from_bytes(&b)).unwrap_or_default();
         writeln!(
             s,
-            "  {name}: rate {} Mb/s, CE above {} B{}; queue now {} B, max {} B, mean {:.0} B; util {}%",
+            "  {name}: rate {} Mb/s, CE above {} B{}{}; queue now {} B, max {} B, mean {:.0} B; util {}%",
             c.rate_bps / 1_000_000,
             c.ce_threshold,
+            if c.ce_all { ", CE on every ECT packet" } else { "" },
             if c.ece_acks { ", ECE on ACKs" } else { "" },
             st.q_bytes,
             st.q_max,

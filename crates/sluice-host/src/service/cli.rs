@@ -276,7 +276,7 @@ pub enum SwitchCmd {
         /// Network namespace the device is in (default: this one).
         #[arg(long)]
         netns: Option<String>,
-        /// Egress rate the queue estimate drains at (match the port's shaper), e.g. 1gbit.
+        /// The port's egress rate (its shaper's), for utilization and the backlog's wait, e.g. 1gbit.
         #[arg(long, default_value = "1gbit")]
         rate: String,
         /// Mark ECT packets CE above this many queued bytes (0: never).
@@ -300,7 +300,7 @@ pub enum SwitchCmd {
         #[arg(long)]
         netns: Option<String>,
     },
-    /// Ports, queue estimates and counters.
+    /// Ports, their backlogs and counters.
     Status {
         /// Network namespace.
         #[arg(long)]

@@ -1,7 +1,7 @@
 //! What a testbed run leaves as evidence, so each of its figures can be explained: per switch
 //! port, bytes and packets sent, drops by reason (the port's buffer full, the device's backlog
-//! full) and its queue's depth in bytes over time (tc's qdisc statistics, the real queue, not an
-//! estimate); per host, its device's drops and the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
+//! full) and its queue's depth in bytes over time (tc's qdisc statistics); per host, its
+//! device's drops and the kernel's TCP counters (retransmissions, RTOs, tail-loss probes,
 //! recoveries, reordering, CE marks received: each CE packet a host receives was marked on the
 //! one switch port facing it); per connection, its window, RTT, RTO, pacing and delivery rates
 //! and retransmissions over time (`ss -tin`); the offloads in effect on every device; and the CPU of every core,

@@ -405,7 +405,7 @@ pub fn queue_per_flow(tb: &Testbed, host: usize, flows: &[FlowKey]) -> Result<()
     Ok(())
 }
 
-/// Changes the rate of switch port `port`'s shaper (and the INT switch's queue estimate with it);
+/// Changes the rate of switch port `port`'s shaper (and the INT switch's utilization with it);
 /// what is queued stays queued.
 pub fn set_rate(tb: &Testbed, port: &str, rate_bps: u64) -> Result<()> {
     let (sw, rate) = (tb.switch.as_str(), format!("{rate_bps}bit"));
