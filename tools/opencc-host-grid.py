@@ -33,8 +33,11 @@ SHOWN = [
 
 
 def twin(a, query, backup):
-    """Runs one cell's `sluice twin`; returns its twin.csv rows by (class, figure)."""
+    """Runs one cell's `sluice twin` (or, with --tables-only, takes the one already under
+    --out); returns its twin.csv rows by (class, figure)."""
     out = a.out / f"{query}-{backup}"
+    if a.tables_only:
+        return read_twin(out)
     sets = [
         f'topology.host_rate="{a.rate}"',
         f'sim.duration="{a.secs:g}s"',
@@ -52,8 +55,16 @@ def twin(a, query, backup):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"opencc-host-grid: {' '.join(cmd)} failed:\n{done.stderr}")
-    with open(out / "twin.csv", newline="") as f:
-        return {(r["class"], r["figure"]): r for r in csv.DictReader(f)}
+    return read_twin(out)
+
+
+def read_twin(out):
+    """A cell's twin.csv rows by (class, figure)."""
+    try:
+        with open(out / "twin.csv", newline="") as f:
+            return {(r["class"], r["figure"]): r for r in csv.DictReader(f)}
+    except OSError as e:
+        sys.exit(f"opencc-host-grid: {out / 'twin.csv'}: {e.strerror}; run the cell first (without --tables-only)")
 
 
 def number(v):
@@ -69,10 +80,41 @@ def cell(row):
     return f"{number(row['kernel_mean'])} ({number(row['kernel_min'])}-{number(row['kernel_max'])}) / {number(row['simulator'])}{star}"
 
 
+BOUND = 0.15  # the twin's bound: closer than this, two algorithms' means are a tie
+
+
+def mean(grid, query, backup, side):
+    """The queries' mean completion beside one backup algorithm, on one side."""
+    return float(grid[(query, backup)][("query", "completion_mean_ms")]["kernel_mean" if side == "kernel" else "simulator"])
+
+
+def apart(a, b):
+    """Whether two means differ by more than the twin's bound."""
+    lo, hi = sorted((a, b))
+    return hi > lo * (1 + BOUND)
+
+
 def ranking(grid, query, side):
-    """The backup algorithms from the queries' best neighbour to their worst, on one side."""
-    key = "kernel_mean" if side == "kernel" else "simulator"
-    return sorted(ALGS, key=lambda b: float(grid[(query, b)][("query", "completion_mean_ms")][key]))
+    """The backup algorithms from the queries' best neighbour to their worst on one side, `~`
+    between two within the bound of each other."""
+    algs = sorted(ALGS, key=lambda b: mean(grid, query, b, side))
+    text = algs[0]
+    for prev, b in zip(algs, algs[1:]):
+        text += (" < " if apart(mean(grid, query, prev, side), mean(grid, query, b, side)) else " ~ ") + b
+    return text
+
+
+def reversed_pairs(grid, query):
+    """Pairs of backup algorithms the two halves order oppositely where at least one half sets
+    them apart by more than the bound (a reversal inside both halves' bound is a tie)."""
+    out = []
+    for i, b1 in enumerate(ALGS):
+        for b2 in ALGS[i + 1:]:
+            k1, k2 = mean(grid, query, b1, "kernel"), mean(grid, query, b2, "kernel")
+            s1, s2 = mean(grid, query, b1, "simulator"), mean(grid, query, b2, "simulator")
+            if (k1 < k2) != (s1 < s2) and (apart(k1, k2) or apart(s1, s2)):
+                out.append(f"{b1}/{b2}")
+    return out
 
 
 def main():
@@ -84,6 +126,7 @@ def main():
     ap.add_argument("--host-queue", choices=["flows", "fifo"], default="flows", help="each testbed host's transmit queue")
     ap.add_argument("--stack", choices=["linux", "rfc"], default="linux", help="the simulator's host TCP stack")
     ap.add_argument("--out", type=Path, default=REPO / "out/opencc-host")
+    ap.add_argument("--tables-only", action="store_true", help="write table.md and table.csv from the cells already under --out")
     ap.add_argument("--sluice", default=str(REPO / "target/release/sluice"), help="the sluice binary, built with --features host")
     a = ap.parse_args()
     if a.secs <= 0 or a.repeats < 1:
@@ -107,11 +150,11 @@ def main():
     md.append("| --- | --- | " + " | ".join("---:" for _ in SHOWN) + " |")
     for (query, backup), rows in grid.items():
         md.append(f"| {query} | {backup} | " + " | ".join(cell(rows.get((c, fig))) for c, fig, _ in SHOWN) + " |")
-    md += ["", "Backup algorithms by the queries' mean completion, best neighbour first:", ""]
-    md += ["| query | kernel | simulator | same |", "| --- | --- | --- | :---: |"]
+    md += ["", f"Backup algorithms by the queries' mean completion, best neighbour first (`~`: within {BOUND:.0%} of each other, a tie):", ""]
+    md += ["| query | kernel | simulator | same | reversed |", "| --- | --- | --- | :---: | --- |"]
     for query in ALGS:
-        k, s = ranking(grid, query, "kernel"), ranking(grid, query, "simulator")
-        md.append(f"| {query} | {', '.join(k)} | {', '.join(s)} | {'yes' if k == s else 'NO'} |")
+        rev = reversed_pairs(grid, query)
+        md.append(f"| {query} | {ranking(grid, query, 'kernel')} | {ranking(grid, query, 'simulator')} | {'NO' if rev else 'yes'} | {', '.join(rev)} |")
     (a.out / "table.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {a.out}/table.md, table.csv and each cell's twin under {a.out}")
