@@ -289,6 +289,7 @@ const SCENARIOS: &[Case] = &[
     ("hpcc_ws320", &["sim.duration=1ms"], &[Fig::Pfc, Fig::Flows], &[]),
     ("incast", &[], &[Fig::Requests, Fig::Flows, Fig::Ecn], &[]),
     ("incast", &["switch.trim.threshold=\"50KB\""], &[Fig::Trim, Fig::Requests, Fig::Flows], &[]),
+    ("ns3_dctcp_example", &["sim.duration=\"300ms\""], &[Fig::Endless, Fig::Ecn], &["flows 0/", "FCT mean n/a"]),
     ("opencc_storage", &[], &[Fig::Requests, Fig::Flows, Fig::Endless], &[]),
     ("pfc_incast", &[], &[Fig::Pfc, Fig::Flows], &[]),
     ("quickstart", &[], &[Fig::Flows, Fig::Ecn], &[]),

@@ -169,6 +169,51 @@ ports = ["sw0->h2", "sw0->h5"]
     assert!((90_000..90_000 + 12_000).contains(&q25), "25 Gb/s port peaks at {q25} B");
 }
 
+/// A transmit ring beneath a port's marking (`ring`, per rate) holds its bytes unjudged: DCTCP
+/// then keeps the queue at the ring plus K, also where a named port's own ECN table replaces
+/// the rate's marking (the ring stays).
+#[test]
+fn a_ring_beneath_the_marking_adds_its_bytes_to_the_queue_dctcp_keeps() {
+    let text = |ring: &str| {
+        format!(
+            r#"
+[sim]
+duration = "6ms"
+[topology]
+kind = "star"
+hosts = 3
+host_rate = "10Gbps"
+host_delay = "2us"
+[switch.rates."10Gbps"]
+{ring}
+[switch.rates."10Gbps".ecn]
+mode = "step"
+k = "200KB"
+[switch.ports."sw0->h2".ecn]
+mode = "step"
+k = "30KB"
+[classes.default]
+cc = "dctcp"
+[[workloads]]
+kind = "bulk"
+senders = [0, 1]
+receiver = 2
+[output.queues]
+interval = "1us"
+ports = ["sw0->h2"]
+"#
+        )
+    };
+    let peak = |ring: &str| {
+        let world = run_text(&text(ring), &[]);
+        world.queue_samples().iter().filter(|s| s.t > Time::from_ms(2)).map(|s| s.bytes).max().unwrap()
+    };
+    let (bare, ringed) = (peak(""), peak("ring = \"60KB\""));
+    eprintln!("queue maxima after 2 ms: {bare} B without a ring, {ringed} B above a 60 KB ring (K 30 KB)");
+    assert!((30_000..42_000).contains(&bare), "without a ring the queue peaks just above K: {bare} B");
+    assert!((90_000..102_000).contains(&ringed), "with it, just above the ring plus K: {ringed} B");
+}
+
 /// The long-run fraction of packets RED marks at a fixed average queue, from ns-3's formulas:
 /// the base probability `pb`, turned per packet count `c` since the last mark into `pa(c)` by
 /// the spacing rule; the mean gap between marks is the sum over c of P(no mark before c).

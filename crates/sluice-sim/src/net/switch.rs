@@ -319,9 +319,8 @@ impl Switch {
             pkt.ecn = Ecn::Ce;
             cx.counters.ecn_marks += 1;
         }
-        if port.queue.is_empty() {
-            port.discipline.on_empty(now);
-        } else {
+        port.discipline.dequeued(port.queue.bytes(), len, now);
+        if !port.queue.is_empty() {
             port.queue.prefetch_head();
         }
         if let Some(pfc) = self.pfc.as_mut().filter(|p| p.cfg.is_lossless(pkt.prio)) {

@@ -493,10 +493,13 @@ impl SwitchConfig {
                 let mut trim = self.trim.clone().map(|t| (t, "switch.trim".to_string()));
                 let mut apply = |cfg: &PortConfig, prefix: String| -> Result<(), String> {
                     if let Some(ecn) = &cfg.ecn {
-                        d = ecn.discipline(&format!("{prefix}.ecn"), d.limit)?;
+                        d = Discipline { ring: d.ring, ..ecn.discipline(&format!("{prefix}.ecn"), d.limit)? };
                     }
                     if let Some(b) = cfg.buffer {
                         d.limit = Some(b.0);
+                    }
+                    if let Some(b) = cfg.ring {
+                        d.ring = b.0;
                     }
                     if let Some(b) = cfg.tlt_threshold {
                         colour = Some((b.0, format!("{prefix}.tlt_threshold")));

@@ -2,8 +2,9 @@
 //! comes first, then admission into the shared buffer (drop-tail with the Broadcom dynamic
 //! threshold, plus an optional per-port limit), then ECN marking (DCTCP's step or RED with ns-3's
 //! semantics); where admission fails, a port that trims cuts the packet to its header instead of
-//! dropping it. Each mechanism is a file; a port composes them in [`Discipline`], configured per
-//! port, per link rate, or switch-wide.
+//! dropping it. A port may have a transmit ring beneath its discipline, which the limit and the
+//! marking do not see. Each mechanism is a file; a port composes them in [`Discipline`],
+//! configured per port, per link rate, or switch-wide.
 
 mod colour;
 mod dynamic_threshold;
@@ -66,8 +67,12 @@ pub struct Discipline {
     pub marking: Marking,
     /// TLT: unimportant packets are dropped before the port's unimportant bytes reach this.
     pub colour: Option<ColourThreshold>,
-    /// A cap on the port's queue in bytes, besides the shared buffer's dynamic threshold.
+    /// A cap on the port's queue in bytes (above its ring), besides the shared buffer's dynamic
+    /// threshold.
     pub limit: Option<u64>,
+    /// Bytes of the port's transmit ring beneath the discipline: the queue's first `ring` bytes
+    /// are the ring's, and the limit and the marking judge only what is queued above them.
+    pub ring: u64,
     /// Drop, rather than queue, non-ECT packets where an ECT packet would be marked.
     pub drop_non_ect: bool,
     /// Mark as a packet leaves, by the queue it leaves behind, rather than as it arrives.
@@ -100,7 +105,7 @@ impl Discipline {
         let room = if lossless {
             buffer.used + len <= buffer.size
         } else {
-            self.limit.is_none_or(|l| queue.bytes() + len <= l) && buffer.admits(band_bytes, len)
+            self.limit.is_none_or(|l| queue.bytes() + len <= l + self.ring) && buffer.admits(band_bytes, len)
         };
         if !room || self.trim.is_some_and(|t| !t.under_threshold(band_bytes, len)) {
             if let Some(v) = self.full(pkt, lossless, room) {
@@ -109,13 +114,14 @@ impl Discipline {
         }
         let ecn_unable = pkt.ecn == Ecn::NotEct && self.drop_non_ect;
         let capable = pkt.ecn == Ecn::Ect || ecn_unable;
+        let above_ring = band_bytes.saturating_sub(self.ring);
         let mark = match &mut self.marking {
             _ if self.mark_on_dequeue => false,
             Marking::Off => false,
-            Marking::Step(s) => capable && s.marks(band_bytes),
+            Marking::Step(s) => capable && s.marks(above_ring),
             Marking::Red(red) => {
                 // Every arrival moves RED's average; only packets it may act on draw the coin.
-                let mark = match red.on_arrival(band_bytes, len, now, rate) {
+                let mark = match red.on_arrival(above_ring, len, now, rate) {
                     RedDecision::Pass => false,
                     RedDecision::Forced => capable,
                     RedDecision::Early(p) => capable && rng.gen::<f64>() < p,
@@ -158,12 +164,12 @@ impl Discipline {
         if pkt.ecn != Ecn::Ect || pkt.is_trimmed() {
             return false;
         }
-        let band_bytes = queue.band_bytes(pkt.prio);
+        let above_ring = queue.band_bytes(pkt.prio).saturating_sub(self.ring);
         match &mut self.marking {
             Marking::Off => false,
-            Marking::Step(s) => s.marks(band_bytes),
+            Marking::Step(s) => s.marks(above_ring),
             Marking::Red(red) => {
-                let mark = match red.on_arrival(band_bytes, pkt.wire_bytes as u64, now, rate) {
+                let mark = match red.on_arrival(above_ring, pkt.wire_bytes as u64, now, rate) {
                     RedDecision::Pass => false,
                     RedDecision::Forced => true,
                     RedDecision::Early(p) => rng.gen::<f64>() < p,
@@ -176,11 +182,14 @@ impl Discipline {
         }
     }
 
-    /// Tells the discipline the port's queue went empty at `now`.
+    /// Tells the discipline a packet of `len` bytes left at `now`, `left` bytes behind it: RED's
+    /// idle time starts as the queue above the port's ring empties.
     #[inline]
-    pub fn on_empty(&mut self, now: Time) {
+    pub fn dequeued(&mut self, left: u64, len: u64, now: Time) {
         if let Marking::Red(red) = &mut self.marking {
-            red.on_empty(now);
+            if left <= self.ring && left + len > self.ring {
+                red.on_empty(now);
+            }
         }
     }
 }
@@ -300,6 +309,7 @@ impl EcnConfig {
         Ok(Discipline {
             colour: None,
             limit,
+            ring: 0,
             marking: self.marking(prefix)?,
             drop_non_ect: self.drops_non_ect(prefix)?,
             mark_on_dequeue: self.marks_on_dequeue(prefix)?,
@@ -317,6 +327,10 @@ pub struct PortConfig {
     pub ecn: Option<EcnConfig>,
     /// A cap on each such port's queue, besides the shared buffer's dynamic threshold.
     pub buffer: Option<Bytes>,
+    /// Bytes of each such port's transmit ring beneath its discipline (default none): `buffer`
+    /// and the ECN marking judge only the queue above it (a ring without byte queue limits;
+    /// ns-3's device queue beneath its queue discs).
+    pub ring: Option<Bytes>,
     /// TLT's colour threshold for these ports, over `tlt.threshold`.
     pub tlt_threshold: Option<Bytes>,
     /// Trimming at these ports (replaces `[switch.trim]` as a whole).
@@ -383,6 +397,22 @@ mod tests {
         assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: false });
         d.drop_non_ect = true;
         assert_eq!(d.admit(&not_ect, &queue(1500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::EcnUnable));
+    }
+
+    #[test]
+    fn a_ring_beneath_the_discipline_is_not_judged() {
+        // ns-3's 100-packet device queue under a queue disc: marking and the limit see the bytes
+        // above the ring only.
+        let buffer = SharedBuffer { size: 100_000, used: 0, alpha: 1.0 };
+        let mut d = Discipline { limit: Some(3000), ring: 5000, marking: Marking::Step(EcnStep { k: 1000 }), ..Discipline::default() };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let (r, u) = (Rate::gbps(10), crate::packet::Colour::Unimportant);
+        assert_eq!(d.admit(&ect(1000), &queue(5500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: false }, "500 above");
+        assert_eq!(d.admit(&ect(1000), &queue(6500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: true }, "1500 above");
+        assert_eq!(d.admit(&ect(1000), &queue(7000, u), &buffer, false, r, Time(0), &mut rng), Verdict::Queue { ce: true }, "3000 with it");
+        assert_eq!(d.admit(&ect(1000), &queue(7500, u), &buffer, false, r, Time(0), &mut rng), Verdict::Drop(DropReason::Buffer), "the limit");
+        let cfg: PortConfig = toml::from_str("ring = \"150200B\"").unwrap();
+        assert_eq!(cfg.ring, Some(Bytes(150_200)));
     }
 
     #[test]

@@ -70,6 +70,29 @@ pub struct TcpConfig {
     pub tlt: bool,
     /// Whose TCP the hosts run: the published simulators' or Linux's (`stack.rs`).
     pub stack: Stack,
+    /// How much window room lets a segment out.
+    #[serde(skip_serializing_if = "SendRule::is_room")]
+    pub send_rule: SendRule,
+}
+
+/// When the window lets a segment out (`transport.send_rule`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendRule {
+    /// Any room under cwnd lets a full segment out: the window counts in whole segments, a
+    /// fraction rounded up (the default, on which sluice's reproductions were checked).
+    #[default]
+    Room,
+    /// Only a segment that fits under cwnd goes (RFC 5681 section 3.1, RFC 6675 step C; ns-3's
+    /// `TcpSocketBase::SendPendingData` and htsim's TCP): a fraction of a segment is left
+    /// unused. A window under one segment still sends one when nothing is in flight.
+    Fit,
+}
+
+impl SendRule {
+    fn is_room(&self) -> bool {
+        *self == SendRule::Room
+    }
 }
 
 impl Default for TcpConfig {
@@ -91,6 +114,7 @@ impl Default for TcpConfig {
             tlp: false,
             tlt: false,
             stack: Stack::Rfc,
+            send_rule: SendRule::Room,
         }
     }
 }

@@ -6,7 +6,7 @@ use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::tlp::TailLossProbe;
 use super::tlt::TltSender;
-use super::{Stack, TcpConfig};
+use super::{SendRule, Stack, TcpConfig};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, ParamChange, Window};
 use crate::packet::hpcc_int::HopStack;
 use crate::packet::tcp_int::IntEncoding;
@@ -82,6 +82,8 @@ pub struct Sender {
     /// The flow's congestion controller.
     pub cc: Box<dyn CongestionControl>,
     ecn_mode: EcnMode,
+    /// How much window room lets a segment out.
+    send_rule: SendRule,
     /// ECN is on in this stack (`transport.ecn`): algorithms that want it get it.
     ecn_allowed: bool,
     /// The initial window in bytes, for an algorithm that replaces the first one.
@@ -195,6 +197,7 @@ impl Sender {
             win,
             cc,
             ecn_mode,
+            send_rule: cfg.send_rule,
             ecn_allowed: cfg.ecn,
             init_cwnd,
             use_fin: cfg.handshake,
@@ -357,9 +360,30 @@ impl Sender {
 
     /// True if the window lets a retransmission of a lost hole or new data out now.
     fn window_allows_more(&self) -> bool {
-        let room = self.in_flight() < self.win.cwnd;
-        let lost = self.loss_limit().is_some_and(|l| self.sacked.next_gap(self.retx_next.max(self.una), l).is_some());
-        room && (lost || self.nxt < self.data_end())
+        let pipe = self.in_flight();
+        if pipe > 0 && pipe >= self.win.cwnd {
+            return false;
+        }
+        let hole = || self.loss_limit().and_then(|l| self.sacked.next_gap(self.retx_next.max(self.una), l));
+        if self.send_rule == SendRule::Room {
+            return pipe < self.win.cwnd && (self.nxt < self.data_end() || hole().is_some());
+        }
+        match hole() {
+            Some((s, e)) => self.fits(pipe, (e - s).min(self.win.mss)),
+            None => {
+                let new = self.data_end().saturating_sub(self.nxt).min(self.win.mss);
+                new > 0 && self.fits(pipe, new)
+            }
+        }
+    }
+
+    /// Whether a segment of `len` bytes may go with `pipe` bytes in flight (`SendRule`).
+    #[inline]
+    fn fits(&self, pipe: u64, len: u64) -> bool {
+        match self.send_rule {
+            SendRule::Room => pipe < self.win.cwnd,
+            SendRule::Fit => pipe == 0 || pipe + len <= self.win.cwnd,
+        }
     }
 
     /// True when TLT owes an important packet after an echo and data is outstanding: if the
@@ -430,16 +454,21 @@ impl Sender {
         if self.tlp.as_ref().is_some_and(TailLossProbe::is_due) {
             seg = Some(self.loss_probe(new_end));
         } else if pipe < self.win.cwnd && !proactive_first {
+            // A hole to resend goes first; while it does not fit, nothing goes.
+            let mut hole = false;
             if let Some(limit) = self.loss_limit() {
                 if let Some((s, e)) = self.sacked.next_gap(self.retx_next.max(self.una), limit) {
                     let len = (e - s).min(self.win.mss);
-                    self.retx_next = s + len;
-                    self.retransmits += 1;
-                    seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true, colour: Colour::Unimportant });
+                    hole = true;
+                    if self.fits(pipe, len) {
+                        self.retx_next = s + len;
+                        self.retransmits += 1;
+                        seg = Some(Segment { seq: s, len, flags: flags::ACK, retransmit: true, colour: Colour::Unimportant });
+                    }
                 }
             }
-            if seg.is_none() && self.nxt < new_end {
-                let len = (new_end - self.nxt).min(self.win.mss);
+            let len = new_end.saturating_sub(self.nxt).min(self.win.mss);
+            if !hole && len > 0 && self.fits(pipe, len) {
                 seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false, colour: Colour::Unimportant });
                 self.nxt += len;
             }
@@ -690,6 +719,29 @@ mod tests {
         }
         assert_eq!(n, 10);
         assert_eq!(s.in_flight(), 10 * 1448);
+    }
+
+    #[test]
+    fn the_send_rule_decides_what_a_fraction_of_a_segment_does() {
+        // A window of 4.5 segments: "room" sends 5 (the fifth goes while 4 are in flight), "fit"
+        // sends 4; with a 200-byte tail left, "fit" sends it into the half segment of room.
+        let burst = |rule: SendRule, size: u64| {
+            let mut s = sender_with(size, TcpConfig { send_rule: rule, ..TcpConfig::default() });
+            s.win.cwnd = 4 * 1448 + 724;
+            let mut sent = Vec::new();
+            while let Some(seg) = s.next_segment(Time::ZERO) {
+                sent.push(seg.len);
+            }
+            sent
+        };
+        assert_eq!(burst(SendRule::Room, 100 * 1448), vec![1448; 5]);
+        assert_eq!(burst(SendRule::Fit, 100 * 1448), vec![1448; 4]);
+        assert_eq!(burst(SendRule::Fit, 4 * 1448 + 200), vec![1448, 1448, 1448, 1448, 200]);
+        // Under one segment, "fit" still sends one when nothing is in flight.
+        let mut s = sender_with(100 * 1448, TcpConfig { send_rule: SendRule::Fit, ..TcpConfig::default() });
+        s.win.cwnd = 1000;
+        assert_eq!(s.next_segment(Time::ZERO).map(|seg| seg.len), Some(1448));
+        assert_eq!(s.next_segment(Time::ZERO), None);
     }
 
     #[test]
