@@ -138,6 +138,30 @@ static __always_inline void scc_window_out(struct sock *sk, struct scc_glue *g, 
 	g->cwnd_segs = segs;
 }
 
+/*
+ * The pacing rate the kernel sets after each ACK for an algorithm without cong_control
+ * (tcp_update_pacing_rate, net/ipv4/tcp_input.c) and skips for one with it: twice the window's
+ * rate in slow start, 1.2 times after (tcp_pacing_ss_ratio and tcp_pacing_ca_ratio at their
+ * defaults). Nothing paces by it without fq, but TCP small queues (tcp_small_queue_check) and
+ * TSO autosizing (tcp_tso_autosize) read it; left at its initial ~0, a portable algorithm's
+ * socket could queue its whole window below TCP where the kernel's own algorithms queue a
+ * millisecond of it.
+ */
+static __always_inline void scc_pacing_rate(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 cwnd = tp->snd_cwnd, out = tp->packets_out;
+	__u64 rate = (__u64)tp->mss_cache * ((1000000 / 100) << 3);
+
+	rate *= cwnd < tp->snd_ssthresh / 2 ? 200 : 120;
+	rate *= cwnd > out ? cwnd : out;
+	if (tp->srtt_us)
+		rate /= tp->srtt_us;
+	if (rate > sk->sk_max_pacing_rate)
+		rate = sk->sk_max_pacing_rate;
+	sk->sk_pacing_rate = rate;
+}
+
 /* The per-ACK signal block from tcp_sock, the rate sample and (when `flags` ask for it) the agent's
  * TCP-INT storage. */
 static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, const struct rate_sample *rs,
@@ -247,6 +271,7 @@ static __always_inline void scc_signals_of(struct sock *sk, struct scc_glue *g, 
 		SCC_CLASS_PARAMS(ca->g.class_id, p);                                                   \
 		alg##_on_ack(&ca->s, &p, &sig, &w);                                                   \
 		scc_window_out(sk, &ca->g, &w);                                                        \
+		scc_pacing_rate(sk);                                                                   \
 		scc_trace_step(&ca->g, SCC_REC_ACK, 0, &sig, &in, &w);                                 \
 	}                                                                                              \
                                                                                                        \

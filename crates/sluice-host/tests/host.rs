@@ -440,6 +440,8 @@ struct DctcpRun {
     q_mean: f64,
     backlog_max: u64,
     drops: u64,
+    /// Each sender's pacing rate over its window's rate (`pacing_over_window_rate`).
+    pacing: Vec<Option<f64>>,
 }
 
 const K: u64 = 30_000;
@@ -468,10 +470,12 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
         backlog_max = backlog_max.max(htb_backlog(&sw, "p3"));
         std::thread::sleep(Duration::from_millis(20));
     }
+    let mut pacing = Vec::new();
     for ns in [tb.ns(0), tb.ns(1)] {
         let ss = sys::run("ip", &["netns", "exec", &ns, "ss", "-tin", "dport = :5401"]).unwrap_or_default();
         let keep: Vec<&str> = ss.split_whitespace().filter(|w| w.starts_with("cwnd:") || w.starts_with("ssthresh:") || w.starts_with("delivered") || w.starts_with("rtt:")).collect();
         println!("{ns} sender: {}", keep.join(" "));
+        pacing.push(pacing_over_window_rate(&ss));
     }
     let tx = port_tx_bytes(&sw, "p3") - tx0;
     let elapsed = t0.elapsed().as_secs_f64();
@@ -501,7 +505,25 @@ fn dctcp_two_flows(prefix: &str) -> DctcpRun {
         share
     );
     assert!(ce > 0, "the switch marked nothing");
-    DctcpRun { goodput, flow_share, q_mean: st.q_mean(), backlog_max, drops: htb_drops(&sw, "p3") }
+    DctcpRun { goodput, flow_share, q_mean: st.q_mean(), backlog_max, drops: htb_drops(&sw, "p3"), pacing }
+}
+
+/// A connection's pacing rate over its window's rate (cwnd x mss / srtt), from `ss -tin`; None
+/// when `ss` shows no pacing rate (the socket's is ~0, unset).
+fn pacing_over_window_rate(ss: &str) -> Option<f64> {
+    let words: Vec<&str> = ss.split_whitespace().collect();
+    let value = |key: &str| words.iter().find_map(|w| w.strip_prefix(key)).and_then(|v| v.split('/').next()?.parse::<f64>().ok());
+    let (cwnd, mss, srtt_ms) = (value("cwnd:")?, value("mss:")?, value("rtt:")?);
+    let rate = words.iter().position(|w| *w == "pacing_rate").and_then(|i| words.get(i + 1))?;
+    let (digits, unit) = rate.split_at(rate.find(|c: char| c.is_ascii_alphabetic())?);
+    let scale = match unit {
+        "bps" => 1.0,
+        "Kbps" => 1e3,
+        "Mbps" => 1e6,
+        "Gbps" => 1e9,
+        _ => return None,
+    };
+    Some(digits.parse::<f64>().ok()? * scale / (cwnd * mss * 8.0 / (srtt_ms / 1000.0)))
 }
 
 /// Issue 6's "must show": two BPF DCTCP flows fill the port and hold its queue near K.
@@ -526,6 +548,12 @@ fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     assert_eq!(r.drops, 0, "drops at the bottleneck");
     assert!(r.q_mean < 4.0 * K as f64, "mean queue {:.0} B, K {K} B", r.q_mean);
     assert!(r.backlog_max < 1000 * 9000 / 4, "shaper backlog peaked at {} B", r.backlog_max);
+    // The glue sets the pacing rate as tcp_update_pacing_rate would (1.2 times the window's rate
+    // after slow start, 2 times in it); unset, `ss` shows none. tcp_info's cwnd and srtt may
+    // have moved since the last ACK set it, hence the margin.
+    for p in &r.pacing {
+        assert!(p.is_some_and(|p| (0.9..=2.4).contains(&p)), "pacing over cwnd x mss / srtt: {:?}", r.pacing);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ pub fn run(args: TwinArgs) -> Result<()> {
             "one FIFO (as pfifo_fast; the simulator's NIC still serves its flows in turn)"
         },
         if args.offloads == "linux" {
-            "as Linux ships a NIC (GSO packets up to 64 KB)"
+            "as Linux ships a NIC (TCP's packets of up to 64 KB cut into frames at the host's device, GRO at each host)"
         } else {
             "off (each packet a frame)"
         }

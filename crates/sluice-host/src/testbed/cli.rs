@@ -45,7 +45,8 @@ pub enum TestbedCmd {
         #[arg(long)]
         queue_bytes: Option<u64>,
         /// Segmentation and receive offloads: off (every queued packet one frame) or as Linux
-        /// ships a NIC (TSO, GSO and GRO on).
+        /// ships a NIC (TCP's packets of up to 64 KB cut into frames at the host's device, GRO
+        /// at each host; the switch forwards frames).
         #[arg(long, value_enum, default_value = "off")]
         offloads: OffloadsArg,
         /// Steer each flow to one CPU (RPS), so a sender moving between CPUs does not reorder
@@ -131,7 +132,7 @@ pub enum ShaperArg {
 pub enum OffloadsArg {
     /// Checksums in software, no TSO, no GRO.
     Off,
-    /// TSO, GSO and GRO on.
+    /// As Linux ships a NIC: GSO at the hosts' devices (where a NIC's TSO cuts), GRO at the hosts.
     Linux,
 }
 

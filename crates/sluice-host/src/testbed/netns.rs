@@ -32,8 +32,9 @@ pub enum Offloads {
     /// no GRO (a veth's default): every packet queued at the switch is one frame.
     #[default]
     Off,
-    /// As Linux ships a NIC: checksum offload and TSO on, so a queued packet may carry up to
-    /// 64 KB of segments (a veth hands them on whole), and GRO on at every receiver.
+    /// As Linux ships a NIC: checksum offload on, TCP building packets of up to 64 KB (TSO
+    /// autosizing) that the host's device cuts into frames as a NIC's TSO does, and GRO at
+    /// every host's receive; the switch forwards frames.
     Linux,
 }
 
@@ -246,12 +247,16 @@ fn build(tb: &Testbed, o: &TestbedOptions) -> Result<()> {
         run("ip", &["-n", ns, "route", "add", "default", "via", &format!("10.72.{i}.254")])?;
         // Offloads off: software checksums end to end, so receivers verify every header the
         // switch rewrites, and each queued packet is one frame. On: as Linux ships a NIC (the
-        // switch's checksum fixes leave a partial checksum to its final computation).
-        let features: &[&str] = match o.offloads {
-            Offloads::Off => &["rx", "off", "tx", "off"],
-            Offloads::Linux => &["gro", "on"],
+        // switch's checksum fixes leave a partial checksum to its final computation). A veth's
+        // TSO would hand its peer a 64 KB packet whole, which the switch would then queue and
+        // mark as one; a NIC's TSO puts frames on the wire. So the host's device keeps GSO and
+        // drops TSO, which cuts each packet into frames where a NIC would, and the switch's
+        // ports leave GRO off, as a switch forwards frames.
+        let (host, switch): (&[&str], &[&str]) = match o.offloads {
+            Offloads::Off => (&["rx", "off", "tx", "off"], &["rx", "off", "tx", "off"]),
+            Offloads::Linux => (&["tso", "off", "gso", "on", "gro", "on"], &["gro", "off"]),
         };
-        for (n, dev) in [(ns, "eth0"), (sw, port)] {
+        for (n, dev, features) in [(ns, "eth0", host), (sw, port, switch)] {
             run("ip", &[&["netns", "exec", n, "ethtool", "-K", dev][..], features].concat()).context("setting the offloads")?;
         }
         if o.steer_flows {
