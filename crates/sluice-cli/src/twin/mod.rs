@@ -58,6 +58,10 @@ pub fn run(args: TwinArgs) -> Result<()> {
     }
     let mut overrides = args.overrides.clone();
     overrides.push(format!("transport.stack=\"{}\"", args.stack));
+    if args.offloads == "linux" && args.stack == "linux" {
+        // The testbed's TCP then builds TSO packets, as the simulator's Linux stack does with tso.
+        overrides.push("transport.tso=true".into());
+    }
     // Built once here so that a scenario that does not build is refused before anything runs.
     let (loaded, _) = crate::build(&args.scenario, &overrides)?;
     let fit = fit::fit(&loaded.scenario).map_err(|reasons| {
@@ -73,7 +77,7 @@ pub fn run(args: TwinArgs) -> Result<()> {
             "one FIFO (as pfifo_fast; the simulator's NIC still serves its flows in turn)"
         },
         if args.offloads == "linux" {
-            "as Linux ships a NIC (TCP's packets of up to 64 KB cut into frames at the host's device, GRO at each host)"
+            "as Linux ships a NIC (TCP's packets of up to 64 KB cut into frames at the host's device, GRO at each host; the simulator's Linux stack sends such packets, transport.tso)"
         } else {
             "off (each packet a frame)"
         }

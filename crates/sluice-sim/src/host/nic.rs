@@ -122,7 +122,11 @@ impl Nic {
                 flow.in_active = false;
                 continue;
             };
-            self.active.push(band as u8, f);
+            if t.mid_packet() {
+                self.active.push_front(band as u8, f);
+            } else {
+                self.active.push(band as u8, f);
+            }
             return Some((pkt, f));
         }
         None

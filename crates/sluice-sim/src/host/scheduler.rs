@@ -20,6 +20,15 @@ impl Scheduler {
         self.bands[b].push_back(f);
     }
 
+    /// Queues flow `f` at the front of band `prio`, to be served again before the others.
+    pub fn push_front(&mut self, prio: u8, f: FlowId) {
+        let b = prio as usize;
+        if self.bands.len() <= b {
+            self.bands.resize_with(b + 1, VecDeque::new);
+        }
+        self.bands[b].push_front(f);
+    }
+
     /// Number of priority bands in use.
     pub fn bands(&self) -> usize {
         self.bands.len()

@@ -222,6 +222,9 @@ pub fn prepare(loaded: &LoadedScenario, graph: &Graph) -> Result<(WorldSpec, Foo
     let switch_names: Vec<String> = names.iter().filter(|n| n.starts_with("sw")).cloned().collect();
     let int = sc.int.runtime(&switch_names, graph.hosts().len())?;
     let hosts = graph.hosts().len();
+    if sc.transport.tso && sc.transport.stack != crate::transport::tcp::Stack::Linux {
+        return Err("transport.tso: Linux's TSO packets are a behaviour of Linux's stack; set transport.stack = \"linux\" with it".into());
+    }
     for (i, &h) in sc.transport.agentless_hosts.iter().enumerate() {
         if h >= hosts {
             return Err(format!("transport.agentless_hosts[{i}]: host {h} does not exist; the topology has hosts 0 to {}", hosts - 1));

@@ -148,6 +148,12 @@ impl ClientEnd {
         }
     }
 
+    /// The NIC is part-way through a TCP flow's TSO packet, whose frames go back to back.
+    #[inline]
+    pub fn mid_packet(&self) -> bool {
+        matches!(self, ClientEnd::Tcp(c) if c.sender.mid_tso_packet())
+    }
+
     /// When the pacer and rate limiter let the next packet out (now or later).
     #[inline]
     pub fn ready_at(&mut self, now: Time) -> Time {

@@ -142,6 +142,10 @@ impl TcpClient {
     #[inline]
     pub fn ready_at(&mut self, now: Time) -> Time {
         let mut ready = self.sender.pace_next;
+        // Linux paces a TSO packet as a whole: its frames follow the first unpaced.
+        if ready > now && self.sender.mid_tso_packet() {
+            ready = now;
+        }
         if let Some(tb) = self.limiter.as_mut() {
             ready = ready.max(tb.ready_at(now, self.bare_frame as u64 + self.sender.win.mss));
         }
@@ -157,6 +161,7 @@ impl TcpClient {
     /// The next segment as a packet, with the per-transmission bookkeeping.
     pub fn next_packet(&mut self, cx: &mut Cx) -> Option<Packet> {
         let now = cx.now;
+        let continuing = self.sender.win.pacing_rate.is_some() && self.sender.mid_tso_packet();
         let seg = self.sender.next_segment(now)?;
         let pkt = self.segment_packet(seg, cx);
         if seg.len > 0 {
@@ -167,7 +172,10 @@ impl TcpClient {
         }
         let s = &mut self.sender;
         if let Some(rate) = s.win.pacing_rate {
-            s.pace_next = now + rate.tx_time(pkt.wire_bytes as u64);
+            // A TSO packet's frames add up to its pacing delay, counted from its first
+            // (tcp_update_skb_after_send: the next departure moves on by the packet's length).
+            let from = if continuing { s.pace_next } else { now };
+            s.pace_next = from + rate.tx_time(pkt.wire_bytes as u64);
         }
         if let Some(tb) = self.limiter.as_mut() {
             tb.consume(now, pkt.wire_bytes as u64);

@@ -12,6 +12,7 @@ mod server;
 mod stack;
 mod tlp;
 mod tlt;
+mod tso;
 
 pub use client::{Proposal, TcpClient, TimeWait};
 pub use connection::{IntStacks, Route, State};
@@ -73,6 +74,11 @@ pub struct TcpConfig {
     /// How much window room lets a segment out.
     #[serde(skip_serializing_if = "SendRule::is_room")]
     pub send_rule: SendRule,
+    /// Linux's TSO packets on a NIC with segmentation offload (`tso.rs`): new data goes as
+    /// `tcp_write_xmit` lets it, sized by `tcp_tso_autosize` and held back by
+    /// `tcp_tso_should_defer`. Needs `stack = "linux"`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tso: bool,
 }
 
 /// When the window lets a segment out (`transport.send_rule`).
@@ -115,6 +121,7 @@ impl Default for TcpConfig {
             tlt: false,
             stack: Stack::Rfc,
             send_rule: SendRule::Room,
+            tso: false,
         }
     }
 }

@@ -6,6 +6,7 @@ use super::rto::RttEstimator;
 use super::sack::RangeSet;
 use super::tlp::TailLossProbe;
 use super::tlt::TltSender;
+use super::tso::{Tso, XmitState};
 use super::{SendRule, Stack, TcpConfig};
 use crate::cc::{AckSignals, CongestionControl, CongestionEvent, EcnMode, IntEcho, ParamChange, Window};
 use crate::packet::hpcc_int::HopStack;
@@ -132,6 +133,8 @@ pub struct Sender {
     /// none): the first ACK at or after it hands the algorithm the new parameters.
     changes: Option<std::sync::Arc<[ParamChange]>>,
     next_change_at: Time,
+    /// Linux's TSO packets (`transport.tso`): what `tcp_write_xmit` let go.
+    tso: Option<Box<Tso>>,
 }
 
 impl Sender {
@@ -231,6 +234,11 @@ impl Sender {
             probe_lost_below: 0,
             changes: None,
             next_change_at: Time::MAX,
+            tso: cfg.tso.then(|| {
+                let mut t = Box::<Tso>::default();
+                t.kick();
+                t
+            }),
         }
     }
 
@@ -290,12 +298,18 @@ impl Sender {
     pub fn append(&mut self, bytes: u64) {
         debug_assert!(self.persistent, "only persistent connections take more data");
         self.size = Some(self.size.unwrap_or(0) + bytes);
+        if let Some(t) = self.tso.as_mut() {
+            t.kick();
+        }
     }
 
     /// The application has written the first `bytes` of the data so far: a relay forwarding
     /// what it has received. The FIN still goes with the last byte of the whole size.
     pub fn set_written(&mut self, bytes: u64) {
         self.written = bytes;
+        if let Some(t) = self.tso.as_mut() {
+            t.kick();
+        }
     }
 
     /// The end of the data that may go now: the size, or what the application wrote if less.
@@ -365,16 +379,53 @@ impl Sender {
             return false;
         }
         let hole = || self.loss_limit().and_then(|l| self.sacked.next_gap(self.retx_next.max(self.una), l));
+        let tso_lets = || self.tso.as_ref().is_none_or(|t| t.may_send());
         if self.send_rule == SendRule::Room {
-            return pipe < self.win.cwnd && (self.nxt < self.data_end() || hole().is_some());
+            return pipe < self.win.cwnd && ((self.nxt < self.data_end() && tso_lets()) || hole().is_some());
         }
         match hole() {
             Some((s, e)) => self.fits(pipe, (e - s).min(self.win.mss)),
             None => {
                 let new = self.data_end().saturating_sub(self.nxt).min(self.win.mss);
-                new > 0 && self.fits(pipe, new)
+                new > 0 && self.fits(pipe, new) && tso_lets()
             }
         }
+    }
+
+    /// Whether Linux's TSO lets the next new segment go now (always, without `transport.tso`).
+    #[inline]
+    fn tso_allows(&mut self, pipe: u64, now: Time) -> bool {
+        self.tso.is_none() || self.tso_take(pipe, now)
+    }
+
+    /// Runs `tcp_write_xmit` if an ACK or a write asked for it, and takes a segment of what it
+    /// let go.
+    #[inline(never)]
+    fn tso_take(&mut self, pipe: u64, now: Time) -> bool {
+        let state = XmitState {
+            now,
+            nxt: self.nxt,
+            data_end: self.data_end(),
+            fin_at_end: self.use_fin && self.size.is_some_and(|s| s == self.data_end()),
+            cwnd: self.win.cwnd,
+            ssthresh: self.win.ssthresh,
+            pipe,
+            mss: self.win.mss,
+            in_recovery: self.recovery_end.is_some(),
+            last_tx: self.last_tx,
+            srtt: self.rtt.srtt(),
+            min_rtt: self.rtt.min_rtt(),
+            pacing_rate: self.win.pacing_rate,
+        };
+        let Some(t) = self.tso.as_deref_mut() else { return true };
+        t.write_xmit(&state);
+        t.take()
+    }
+
+    /// The NIC is part-way through one of Linux's TSO packets of this flow.
+    #[inline]
+    pub fn mid_tso_packet(&self) -> bool {
+        self.tso.as_ref().is_some_and(|t| t.mid_packet())
     }
 
     /// Whether a segment of `len` bytes may go with `pipe` bytes in flight (`SendRule`).
@@ -468,7 +519,7 @@ impl Sender {
                 }
             }
             let len = new_end.saturating_sub(self.nxt).min(self.win.mss);
-            if !hole && len > 0 && self.fits(pipe, len) {
+            if !hole && len > 0 && self.fits(pipe, len) && self.tso_allows(pipe, now) {
                 seg = Some(Segment { seq: self.nxt, len, flags: flags::ACK, retransmit: false, colour: Colour::Unimportant });
                 self.nxt += len;
             }
@@ -639,6 +690,10 @@ impl Sender {
             self.take_changes(now);
         }
         self.cc.on_ack(&signals, &mut self.win);
+        if let Some(t) = self.tso.as_mut() {
+            t.acked(self.una);
+            t.kick();
+        }
 
         if !self.persistent && self.size.is_some_and(|s| self.una >= s) {
             self.phase = Phase::Done;
@@ -661,6 +716,9 @@ impl Sender {
         }
         if let Some(t) = self.tlp.as_mut() {
             t.on_timeout();
+        }
+        if let Some(t) = self.tso.as_mut() {
+            t.reset();
         }
         self.probe_lost_below = 0;
         match self.phase {

@@ -53,6 +53,7 @@ pub const LINUX_PRESET: &[PresetValue] = &[
 ];
 
 /// The behaviours `stack = "linux"` turns on beyond its preset: (what, the kernel function).
+/// The last needs `transport.tso = true` as well.
 pub const LINUX_BEHAVIOURS: &[(&str, &str)] = &[
     (
         "the tail loss probe waits 2 srtt plus rto_min for one segment in flight, plus two jiffies for more",
@@ -69,6 +70,10 @@ pub const LINUX_BEHAVIOURS: &[(&str, &str)] = &[
     (
         "CUBIC leaves slow start by HyStart: once a round's ACK train outlasts half the minimum RTT plus four 64 KB GSO packets' time (at most 1 ms), or its smallest RTT exceeds the minimum by an eighth (4 to 16 ms); an RTO forgets W_max and the minimum RTT",
         "hystart_update, hystart_ack_delay, bictcp_acked and bictcp_state, net/ipv4/tcp_cubic.c",
+    ),
+    (
+        "with transport.tso = true (a NIC with segmentation offload), new data leaves when an ACK or a write runs tcp_write_xmit: in packets of up to 64 KB (about 1 ms at the pacing rate, 64 KB under a 512 us minimum RTT), at most half the window at once, held back while under a third of the window is free and the oldest packet left over half an RTT ago; the NIC sends a packet's frames back to back and paces it as a whole",
+        "tcp_write_xmit, tcp_tso_autosize, tcp_cwnd_test, tcp_tso_should_defer and tcp_update_skb_after_send, net/ipv4/tcp_output.c",
     ),
 ];
 
