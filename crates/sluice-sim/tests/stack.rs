@@ -20,6 +20,14 @@ senders = [0]
 receiver = 1
 "#;
 
+/// Host 0 sending to host 1 over a 10 Gb/s star, with `sim` and `transport` as those tables'
+/// keys and `bulk` as more of the workload's.
+fn two_hosts(sim: &str, transport: &str, bulk: &str) -> String {
+    format!(
+        "\n[sim]\n{sim}\n[topology]\nkind = \"star\"\nhosts = 2\nhost_rate = \"10Gbps\"\nhost_delay = \"1us\"\n[transport]\n{transport}\n[[workloads]]\nkind = \"bulk\"\nsenders = [0]\nreceiver = 1\n{bulk}\n"
+    )
+}
+
 #[test]
 fn the_linux_stack_gives_linuxs_constants_where_the_scenario_gives_none() {
     let loaded = scenario::parse(SCENARIO, "stack.toml", Path::new("."), &["transport.stack=linux".into()]).unwrap();
@@ -46,25 +54,8 @@ fn an_unknown_stack_is_refused_with_the_key_and_the_stacks_there_are() {
 /// later, to end it.
 #[test]
 fn a_delayed_ack_armed_again_after_an_immediate_one_goes_out_on_time() {
-    let text = r#"
-[sim]
-stop_when_done = true
-[topology]
-kind = "star"
-hosts = 2
-host_rate = "10Gbps"
-host_delay = "1us"
-[transport]
-stack = "linux"
-handshake = false
-tlp = false
-[[workloads]]
-kind = "bulk"
-senders = [0]
-receiver = 1
-size = "4344B"
-"#;
-    let world = common::run_text(text, &[]);
+    let text = two_hosts("stop_when_done = true", "stack = \"linux\"\nhandshake = false\ntlp = false", "size = \"4344B\"");
+    let world = common::run_text(&text, &[]);
     let f = &world.flows()[0];
     let fct = (f.finish.expect("the flow finishes") - f.start).ps() as f64 / 1e9;
     assert!((40.0..40.1).contains(&fct), "FCT {fct} ms: the held ACK should go out after 40 ms");
@@ -73,22 +64,9 @@ size = "4344B"
 
 #[test]
 fn tso_without_the_linux_stack_is_refused_with_the_key_and_what_to_set() {
-    let text = r#"
-[sim]
-duration = "10ms"
-[topology]
-kind = "star"
-hosts = 2
-host_rate = "10Gbps"
-host_delay = "1us"
-[transport]
-tso = true
-[[workloads]]
-kind = "bulk"
-senders = [0]
-receiver = 1
-"#;
-    let loaded = scenario::parse(text, "stack.toml", Path::new("."), &[]).unwrap();
+    // Line 10: the [transport] table's first key.
+    let text = two_hosts("duration = \"10ms\"", "tso = true", "");
+    let loaded = scenario::parse(&text, "stack.toml", Path::new("."), &[]).unwrap();
     let e = match scenario::build(&loaded) {
         Ok(_) => panic!("accepted:\n{text}"),
         Err(m) => loaded.error_at(m).to_string(),
