@@ -156,17 +156,21 @@ ports = ["sw0->h2", "sw0->h5"]
     let mut world = sluice_sim::scenario::build(&loaded).unwrap();
     world.run(&mut |_| {});
     world.check_conservation().unwrap();
-    let max_after = |port: u32| {
-        world.queue_samples().iter().filter(|s| s.port == port && s.t > Time::from_ms(2)).map(|s| s.bytes).max().unwrap()
-    };
     let port_of = |h: u32| world.ports().iter().position(|p| p.node == 6 && p.peer_node == h).unwrap() as u32;
-    let (q10, q25) = (max_after(port_of(2)), max_after(port_of(5)));
+    let (q10, q25) = (peak_after_2ms(&world, Some(port_of(2))), peak_after_2ms(&world, Some(port_of(5))));
     eprintln!("queue maxima after 2 ms: 10 Gb/s port {q10} B (K 30 KB), 25 Gb/s port {q25} B (K 90 KB)");
     // DCTCP holds each queue's peaks just above its K (measured: 33.8 KB and 95.4 KB): the
     // marks that start at K slow the two senders within a round trip, so a peak overshoots K by
     // a few frames, far less than the gap between the two thresholds.
     assert!((30_000..30_000 + 12_000).contains(&q10), "10 Gb/s port peaks at {q10} B");
     assert!((90_000..90_000 + 12_000).contains(&q25), "25 Gb/s port peaks at {q25} B");
+}
+
+/// The largest queue sampled after the first 2 ms (DCTCP's start-up), at `port` or at any
+/// sampled port.
+fn peak_after_2ms(world: &sluice_sim::world::World, port: Option<u32>) -> u64 {
+    let samples = world.queue_samples().iter().filter(|s| s.t > Time::from_ms(2) && port.is_none_or(|p| s.port == p));
+    samples.map(|s| s.bytes).max().unwrap()
 }
 
 /// A transmit ring beneath a port's marking (`ring`, per rate) holds its bytes unjudged: DCTCP
@@ -204,10 +208,7 @@ ports = ["sw0->h2"]
 "#
         )
     };
-    let peak = |ring: &str| {
-        let world = run_text(&text(ring), &[]);
-        world.queue_samples().iter().filter(|s| s.t > Time::from_ms(2)).map(|s| s.bytes).max().unwrap()
-    };
+    let peak = |ring: &str| peak_after_2ms(&run_text(&text(ring), &[]), None);
     let (bare, ringed) = (peak(""), peak("ring = \"60KB\""));
     eprintln!("queue maxima after 2 ms: {bare} B without a ring, {ringed} B above a 60 KB ring (K 30 KB)");
     assert!((30_000..42_000).contains(&bare), "without a ring the queue peaks just above K: {bare} B");
