@@ -549,10 +549,11 @@ fn dctcp_two_flows_fill_the_bottleneck_and_hold_the_queue_near_k() {
     assert!(r.q_mean < 4.0 * K as f64, "mean queue {:.0} B, K {K} B", r.q_mean);
     assert!(r.backlog_max < 1000 * 9000 / 4, "shaper backlog peaked at {} B", r.backlog_max);
     // The glue sets the pacing rate as tcp_update_pacing_rate would (1.2 times the window's rate
-    // after slow start, 2 times in it); unset, `ss` shows none. tcp_info's cwnd and srtt may
-    // have moved since the last ACK set it, hence the margin.
+    // after slow start, 2 times in it); unset, `ss` shows none. The rate counts packets out when
+    // they exceed the window, up to twice it just after a DCTCP cut (1.2 x 2), and `ss` prints
+    // three digits, hence the margin.
     for p in &r.pacing {
-        assert!(p.is_some_and(|p| (0.9..=2.4).contains(&p)), "pacing over cwnd x mss / srtt: {:?}", r.pacing);
+        assert!(p.is_some_and(|p| (0.9..=2.6).contains(&p)), "pacing over cwnd x mss / srtt: {:?}", r.pacing);
     }
 }
 
